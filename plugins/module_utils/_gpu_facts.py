@@ -1,0 +1,406 @@
+# Copyright (c) 2026, gpuops.hygiene contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""What every GPU holds, who holds it, and whether the host is clean.
+
+The verdict is `clean` only when everything needed to prove it was read and
+nothing contradicts it; any doubt makes it `unknown`, with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import shutil
+import time
+import typing as t
+from dataclasses import dataclass, field
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+
+CLEAN = "clean"
+BUSY = "busy"
+UNKNOWN = "unknown"
+
+# GPU infrastructure that legitimately keeps /dev/nvidia* open; never a reason
+# for "busy", never a kill target.
+DEFAULT_PROTECTED = (
+    "nvidia-persistenced",
+    "nv-hostengine",
+    "dcgm-exporter",
+    "nv-fabricmanager",
+    "nvidia-fabricmanager",
+    "nvidia-cuda-mps-control",
+    "Xorg",
+    "Xwayland",
+    "sshd",
+    "nvidia-smi",
+)
+BACKENDS = ("auto", "nvidia_smi", "nvml")
+DRIVER_GPUS_DIR = "/proc/driver/nvidia/gpus"
+_VMID = re.compile(r"^[1-9][0-9]{0,8}$")
+_PROTECT_NAME = re.compile(r"^[^\x00/]{1,255}$")
+
+
+@dataclass
+class Request:
+    expected_gpu_count: int | None = None
+    idle_threshold_mib: int = 100
+    nvidia_smi_path: str | None = None
+    timeout: float = 10.0
+    backend: str = "auto"
+    container: str | None = None
+    protect: tuple[str, ...] = ()
+    proc: str = _procfs.PROC
+
+    def validate(self) -> None:
+        if self.expected_gpu_count is not None and not 1 <= self.expected_gpu_count <= 1024:
+            raise GpuOpsError(f"expected_gpu_count must be between 1 and 1024, got {self.expected_gpu_count}")
+        if not 0 <= self.idle_threshold_mib <= 1024 * 1024:
+            raise GpuOpsError(f"idle_threshold_mib must be between 0 and 1048576, got {self.idle_threshold_mib}")
+        if not 0 < self.timeout <= 3600:
+            raise GpuOpsError(f"timeout must be more than 0 and at most 3600 seconds, got {self.timeout}")
+        if self.backend not in BACKENDS:
+            raise GpuOpsError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.container is not None:
+            validate_vmid(self.container)
+        for name in self.protect:
+            if not _PROTECT_NAME.match(name):
+                raise GpuOpsError(f"protect entries are process names (no '/', 1-255 characters), got {name!r}")
+        if self.nvidia_smi_path is not None and ("\x00" in self.nvidia_smi_path or not self.nvidia_smi_path):
+            raise GpuOpsError("nvidia_smi_path must be a non-empty path")
+
+    @property
+    def protected_names(self) -> frozenset[str]:
+        return frozenset(DEFAULT_PROTECTED) | frozenset(self.protect)
+
+
+def validate_vmid(value: str) -> str:
+    if not _VMID.match(value):
+        raise GpuOpsError(f"container must be a Proxmox vmid (a positive integer such as 200), got {value!r}")
+    return value
+
+
+def is_protected(process: _procfs.Process, names: frozenset[str]) -> bool:
+    """Protected by name: the program name, or the kernel's 15-character comm."""
+    if process.name in names:
+        return True
+    return any(len(name) > 15 and process.comm == name[:15] for name in names) or process.comm in names
+
+
+def _exe_name(pid: int, proc: str) -> str | None:
+    try:
+        return os.path.basename(os.readlink(f"{proc}/{pid}/exe")).removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
+def _names_agree(reported: str, process: _procfs.Process, proc: str) -> bool:
+    """Whether the driver's process name can belong to this process."""
+    if not reported or reported.startswith("["):
+        return True
+    base = os.path.basename(reported)
+    if reported == process.cmdline or process.cmdline.startswith(reported):
+        return True
+    names = {process.name, process.comm, _exe_name(process.pid, proc)}
+    return base in names or base[:15] == process.comm
+
+
+def gpu_minor_numbers(driver_dir: str = DRIVER_GPUS_DIR) -> dict[str, int]:
+    """GPU UUID -> device minor (/dev/nvidiaN), from the driver's procfs entries."""
+    minors: dict[str, int] = {}
+    try:
+        entries = os.listdir(driver_dir)
+    except OSError:
+        return minors
+    for entry in entries:
+        try:
+            with open(os.path.join(driver_dir, entry, "information"), encoding="utf-8") as handle:
+                info = dict(line.split(":", 1) for line in handle if ":" in line)
+        except OSError:
+            continue
+        uuid = info.get("GPU UUID", "").strip()
+        minor = info.get("Device Minor", "").strip()
+        if uuid and minor.isdigit():
+            minors[uuid] = int(minor)
+    return minors
+
+
+def _container_gpu_minors(init: _procfs.Process, proc: str) -> list[int]:
+    """The /dev/nvidiaN a container was given, read through its init's root."""
+    try:
+        entries = os.listdir(f"{proc}/{init.pid}/root/dev")
+    except OSError as error:
+        raise GpuOpsError(f"cannot read the devices of container {init.container.id if init.container else '?'}: "
+                          f"{error.strerror}") from None
+    minors = []
+    for entry in entries:
+        match = _procfs.NVIDIA_GPU_DEVICE.match("/dev/" + entry)
+        if match:
+            minors.append(int(match.group(1)))
+    return sorted(minors)
+
+
+def resolve_nvidia_smi(path: str | None) -> str:
+    if path:
+        return path
+    return shutil.which("nvidia-smi") or "nvidia-smi"
+
+
+def read_gpus(request: Request) -> _nvidia_smi.Snapshot:
+    backend = request.backend
+    if backend == "auto":
+        backend = "nvml" if _nvml.binding_available() else "nvidia_smi"
+    if backend == "nvml":
+        return _nvml.query(request.timeout)
+    return _nvidia_smi.query(resolve_nvidia_smi(request.nvidia_smi_path), request.timeout)
+
+
+@dataclass
+class Holder:
+    pid: int
+    process: _procfs.Process | None
+    reported_name: str = ""
+    used_mib: dict[int, int] = field(default_factory=dict)
+    devices: list[str] = field(default_factory=list)
+    listed_by_driver: bool = False
+    protected: bool = False
+    in_scope: bool = True
+
+    @property
+    def visible(self) -> bool:
+        return self.process is not None
+
+    @property
+    def gpu_indexes(self) -> list[int]:
+        return sorted(self.used_mib)
+
+    def describe(self) -> str:
+        if self.process is None:
+            name = self.reported_name or "unknown process"
+            return f"pid {self.pid} ({name}, not visible from here: another PID namespace)"
+        where = self.process.container.describe() if self.process.container else "the host"
+        return f"pid {self.pid} ({self.process.cmdline[:80]}) in {where}"
+
+    def to_dict(self, booted_at: float, proc: str) -> dict[str, t.Any]:
+        process = self.process
+        data: dict[str, t.Any] = {
+            "pid": self.pid,
+            "visible": self.visible,
+            "gpus": [{"index": index, "used_mib": mib} for index, mib in sorted(self.used_mib.items())],
+            "used_mib_total": sum(self.used_mib.values()),
+            "devices": self.devices,
+            "listed_by_driver": self.listed_by_driver,
+            "protected": self.protected,
+            "in_scope": self.in_scope,
+        }
+        if process is None:
+            data.update(ppid=None, name=self.reported_name or None, cmdline=None, state=None, user=None,
+                        start_time=None, container=None, vmid=None, namespace_pid=None, wchan=None)
+            return data
+        container = process.container
+        started = datetime.datetime.fromtimestamp(_procfs.start_epoch(process, booted_at), datetime.timezone.utc)
+        data.update(
+            ppid=process.ppid,
+            name=process.name,
+            cmdline=process.cmdline,
+            state=process.state,
+            user=process.user,
+            start_time=started.isoformat(timespec="seconds"),
+            container=container.to_dict() if container else None,
+            vmid=container.id if container and container.runtime == "lxc" else None,
+            namespace_pid=process.namespace_pid,
+            wchan=_procfs.wchan(process.pid, proc) if process.state == "D" else None,
+        )
+        return data
+
+
+class Judge:
+    """Collects the reasons for a verdict; the worst one wins."""
+
+    def __init__(self) -> None:
+        self.unknown: list[str] = []
+        self.busy: list[str] = []
+
+    @property
+    def verdict(self) -> str:
+        if self.unknown:
+            return UNKNOWN
+        return BUSY if self.busy else CLEAN
+
+    @property
+    def reasons(self) -> list[str]:
+        return self.unknown + self.busy
+
+
+def _find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Process],
+                  minors: dict[int, int], request: Request) -> dict[int, Holder]:
+    """Processes the driver lists, plus processes with /dev/nvidia* open."""
+    index_of_uuid = {gpu.uuid: gpu.index for gpu in snapshot.gpus if gpu.uuid}
+    protected = request.protected_names
+    holders: dict[int, Holder] = {}
+    devices_of: dict[int, list[str] | None] = {pid: _procfs.nvidia_devices(pid, request.proc) for pid in table}
+
+    for entry in snapshot.processes:
+        holder = holders.setdefault(entry.pid, Holder(pid=entry.pid, process=None))
+        holder.listed_by_driver = True
+        holder.reported_name = entry.process_name
+        index = index_of_uuid.get(entry.gpu_uuid)
+        if index is not None:
+            holder.used_mib[index] = holder.used_mib.get(index, 0) + (entry.used_mib or 0)
+        process = table.get(entry.pid)
+        devices = devices_of.get(entry.pid)
+        # The driver speaks in host PIDs. A same-numbered process here is the
+        # holder only if it really has the GPU open and its name agrees.
+        if process is not None and devices != [] and _names_agree(entry.process_name, process, request.proc):
+            holder.process = process
+            holder.devices = devices or []
+
+    index_of_minor = {minor: index for index, minor in minors.items()}
+    for pid, devices in devices_of.items():
+        if not devices or pid in holders:
+            continue
+        holder = Holder(pid=pid, process=table[pid], devices=devices)
+        for device in devices:
+            match = _procfs.NVIDIA_GPU_DEVICE.match(device)
+            if match and int(match.group(1)) in index_of_minor:
+                holder.used_mib.setdefault(index_of_minor[int(match.group(1))], 0)
+        holders[pid] = holder
+
+    for holder in holders.values():
+        holder.protected = holder.process is not None and is_protected(holder.process, protected)
+    return holders
+
+
+def collect(request: Request) -> dict[str, t.Any]:
+    """Read the GPUs and the processes, and judge the host."""
+    request.validate()
+    started = time.monotonic()
+    judge = Judge()
+    snapshot = read_gpus(request)
+    judge.unknown.extend(snapshot.problems)
+
+    table = _procfs.scan(request.proc)
+    minors_by_uuid = gpu_minor_numbers()
+    minors = {gpu.index: minors_by_uuid.get(gpu.uuid or "", gpu.index) for gpu in snapshot.gpus}
+    holders = _find_holders(snapshot, table, minors, request)
+
+    gpus = sorted(snapshot.gpus, key=lambda gpu: gpu.index)
+    scope: dict[str, t.Any] = {"container": request.container, "gpu_indexes": [gpu.index for gpu in gpus]}
+    if request.container is not None:
+        init = _procfs.container_init(request.container, table)
+        if init is None:
+            judge.unknown.append(f"container {request.container} is not running on this node")
+            gpus = []
+        else:
+            given = set(_container_gpu_minors(init, request.proc))
+            gpus = [gpu for gpu in gpus if minors[gpu.index] in given]
+            scope["init_pid"] = init.pid
+        scope["gpu_indexes"] = [gpu.index for gpu in gpus]
+        for holder in holders.values():
+            container = holder.process.container if holder.process else None
+            holder.in_scope = container is not None and container.runtime == "lxc" and container.id == request.container
+
+    expected = request.expected_gpu_count
+    if expected is not None and len(gpus) < expected and not snapshot.problems:
+        where = f"container {request.container} has" if request.container else "nvidia-smi listed"
+        judge.unknown.append(f"expected {expected} GPUs, {where} {len(gpus)}")
+    elif expected is not None and len(gpus) < expected:
+        judge.unknown.append(f"expected {expected} GPUs, only {len(gpus)} answered")
+    if not gpus and not judge.unknown:
+        judge.unknown.append("no GPU to judge")
+
+    in_scope_indexes = {gpu.index for gpu in gpus}
+    gpu_facts = []
+    named: set[int] = set()
+    for gpu in gpus:
+        gpu_holders = [holder for holder in holders.values() if gpu.index in holder.used_mib]
+        gpu_facts.append(_judge_gpu(gpu, gpu_holders, request, judge, named))
+
+    for holder in sorted(holders.values(), key=lambda holder: holder.pid):
+        shared = sorted(in_scope_indexes & set(holder.used_mib))
+        if holder.protected or (holder.used_mib and not shared):
+            continue
+        if request.container is not None and not holder.in_scope:
+            if shared:
+                owner = (f"vmid {holder.process.container.id} pid {holder.pid}"
+                         if holder.process and holder.process.container else holder.describe())
+                judge.busy.append(f"GPU {', '.join(map(str, shared))} held outside this container by {owner}")
+            continue
+        if holder.process is not None and holder.process.state == "D":
+            judge.busy.append(f"{holder.describe()} is in uninterruptible sleep (state D, wchan "
+                              f"{_procfs.wchan(holder.pid, request.proc) or 'unknown'}) and cannot be stopped")
+        elif holder.pid not in named:
+            what = (f"holds {sum(holder.used_mib.values())} MiB on GPU {', '.join(map(str, shared))}"
+                    if holder.listed_by_driver else f"has {', '.join(holder.devices)} open")
+            judge.busy.append(f"{holder.describe()} {what}")
+
+    booted_at = _procfs.boot_time(request.proc)
+    listed = [holder for holder in holders.values() if request.container is None or holder.in_scope
+              or in_scope_indexes & set(holder.used_mib)]
+    driver = next((gpu.driver_version for gpu in snapshot.gpus if gpu.driver_version), None)
+    return {
+        "verdict": judge.verdict,
+        "reasons": judge.reasons,
+        "backend": snapshot.backend,
+        "driver_version": driver,
+        "expected_gpu_count": expected,
+        "gpu_count": len(gpus),
+        "idle_threshold_mib": request.idle_threshold_mib,
+        "scope": scope,
+        "gpus": gpu_facts,
+        "holders": [holder.to_dict(booted_at, request.proc)
+                    for holder in sorted(listed, key=lambda holder: holder.pid)],
+        "notes": snapshot.notes,
+        "nvidia_smi_calls": snapshot.invocations,
+        "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+        "elapsed_s": round(time.monotonic() - started, 3),
+    }
+
+
+def _judge_gpu(gpu: _nvidia_smi.GpuRow, holders: list[Holder], request: Request, judge: Judge,
+               named: set[int]) -> dict[str, t.Any]:
+    """Judge one GPU; add the PIDs its reasons name to `named`."""
+    label = f"GPU {gpu.index}" + (f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else "")
+    used = gpu.memory_used_mib
+    if used is None:
+        token = gpu.memory_token()
+        judge.unknown.append(f"{label}: used memory not readable ({token or 'no number'})")
+    if gpu.requires_reset:
+        judge.unknown.append(f"{label}: the driver says the GPU requires a reset "
+                             f"(recovery action: {gpu.recovery_action or gpu.tokens})")
+    listed = [holder for holder in holders if holder.listed_by_driver]
+    over = used is not None and used > request.idle_threshold_mib
+    if over and listed:
+        owners = [holder for holder in listed if not holder.protected] or listed
+        named.update(holder.pid for holder in owners)
+        judge.busy.append(f"{label}: {used} MiB used > idle threshold {request.idle_threshold_mib} MiB, "
+                          f"held by {'; '.join(holder.describe() for holder in owners)}")
+    elif over:
+        judge.busy.append(f"{label}: {used} MiB used by no process; needs `nvidia-smi --gpu-reset -i {gpu.index}` "
+                          "or a reboot")
+    clean = used is not None and not over and not gpu.requires_reset and \
+        all(holder.protected for holder in holders)
+    return {
+        "index": gpu.index,
+        "uuid": gpu.uuid,
+        "name": gpu.name,
+        "pci_bus_id": gpu.pci_bus_id,
+        "memory_total_mib": gpu.memory_total_mib,
+        "memory_reserved_mib": gpu.memory_reserved_mib,
+        "memory_used_mib": used,
+        "memory_free_mib": gpu.memory_free_mib,
+        "persistence_mode": gpu.persistence_mode,
+        "mig_mode": gpu.mig_mode,
+        "ecc_uncorrected_volatile": gpu.ecc_uncorrected_volatile,
+        "remapped_rows_pending": gpu.remapped_rows_pending,
+        "recovery_action": gpu.recovery_action,
+        "requires_reset": gpu.requires_reset,
+        "tokens": gpu.tokens,
+        "holder_pids": sorted(holder.pid for holder in holders),
+        "unattributed": over and not listed,
+        "clean": clean,
+    }

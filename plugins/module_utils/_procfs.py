@@ -1,0 +1,346 @@
+# Copyright (c) 2026, gpuops.hygiene contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The one place that reads /proc: processes, their files, namespaces and cgroups."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import typing as t
+from dataclasses import dataclass
+
+PROC = "/proc"
+PF_KTHREAD = 0x00200000
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+NVIDIA_DEVICE = re.compile(r"^/dev/nvidia(?:\d+|ctl|-uvm|-uvm-tools|-modeset|-caps/.+)$")
+NVIDIA_GPU_DEVICE = re.compile(r"^/dev/nvidia(\d+)$")
+
+# Proxmox puts container processes under lxc/<vmid> (the monitor lives under
+# lxc.monitor/<vmid>, which must not match); plain LXC 4+ uses lxc.payload.<name>.
+_LXC_CGROUP = re.compile(r"^/lxc/([^/]+)(?:/|$)")
+_LXC_PAYLOAD_CGROUP = re.compile(r"^/lxc\.payload\.([^/]+)(?:/|$)")
+_OCI_CGROUPS = (
+    ("docker", re.compile(r"(?:^|/)docker[-/]([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
+    ("containerd", re.compile(r"(?:^|/)cri-containerd-([0-9a-f]{64})\.scope(?:/|$)")),
+    ("cri-o", re.compile(r"(?:^|/)crio-([0-9a-f]{64})\.scope(?:/|$)")),
+    ("podman", re.compile(r"(?:^|/)libpod-([0-9a-f]{64})\.scope(?:/|$)")),
+    ("kubernetes", re.compile(r"(?:^|/)kubepods[^/]*(?:/[^/]+)*?/([0-9a-f]{64})(?:/|$)")),
+)
+_SERVICE_UNIT = re.compile(r"^[^/]+\.service$")
+
+
+@dataclass(frozen=True)
+class Container:
+    runtime: str
+    id: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"runtime": self.runtime, "id": self.id}
+
+    def describe(self) -> str:
+        if self.runtime == "lxc":
+            return f"container {self.id}"
+        return f"{self.runtime} container {self.id[:12]}"
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process as /proc showed it at one instant."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    comm: str
+    argv: tuple[str, ...]
+    start_ticks: int
+    flags: int
+    threads: int
+    uid: int | None
+    nspid: tuple[int, ...]
+    cgroups: tuple[str, ...]
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        """PID plus start time: what a PID means, even after the number is reused."""
+        return (self.pid, self.start_ticks)
+
+    @property
+    def cmdline(self) -> str:
+        return " ".join(self.argv) if self.argv else f"[{self.comm}]"
+
+    @property
+    def name(self) -> str:
+        if self.argv and self.argv[0]:
+            return os.path.basename(self.argv[0])
+        return self.comm
+
+    @property
+    def is_kernel_thread(self) -> bool:
+        return bool(self.flags & PF_KTHREAD) or self.pid == 2 or self.ppid == 2
+
+    @property
+    def namespace_pid(self) -> int:
+        return self.nspid[-1] if self.nspid else self.pid
+
+    @property
+    def is_namespace_init(self) -> bool:
+        """PID 1 of some PID namespace: a host's or a container's init."""
+        return self.pid == 1 or self.namespace_pid == 1
+
+    @property
+    def user(self) -> str | None:
+        if self.uid is None:
+            return None
+        try:
+            return pwd.getpwuid(self.uid).pw_name
+        except KeyError:
+            return str(self.uid)
+
+    @property
+    def container(self) -> Container | None:
+        return container_of(self.cgroups, nested=len(self.nspid) > 1)
+
+    @property
+    def service_unit(self) -> str | None:
+        """The systemd service whose cgroup holds the process, if any."""
+        for path in self.cgroups:
+            units = [part for part in path.split("/") if _SERVICE_UNIT.match(part)]
+            if units and not units[-1].startswith("user@"):
+                return units[-1]
+        return None
+
+
+def container_of(cgroups: t.Iterable[str], nested: bool) -> Container | None:
+    """The container a process belongs to, judged by its cgroups.
+
+    An LXC cgroup alone is not enough: the host-side helper that enters a
+    container (pct exec, lxc-attach, nsenter) can sit in the same cgroup, so
+    LXC membership also needs a PID namespace below the reader's (nested).
+    """
+    for path in cgroups:
+        for pattern in (_LXC_CGROUP, _LXC_PAYLOAD_CGROUP):
+            match = pattern.match(path)
+            if match and nested:
+                return Container("lxc", match.group(1))
+        for runtime, pattern in _OCI_CGROUPS:
+            match = pattern.search(path)
+            if match:
+                return Container(runtime, match.group(1))
+    return None
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def parse_stat(text: str) -> dict[str, int | str]:
+    """Fields of /proc/PID/stat that matter here; comm may hold spaces and parentheses."""
+    head, _paren, tail = text.rpartition(")")
+    pid_text, _sep, comm = head.partition(" (")
+    fields = tail.split()
+    return {
+        "pid": int(pid_text),
+        "comm": comm,
+        "state": fields[0],
+        "ppid": int(fields[1]),
+        "pgid": int(fields[2]),
+        "sid": int(fields[3]),
+        "flags": int(fields[6]),
+        "threads": int(fields[17]),
+        "start_ticks": int(fields[19]),
+    }
+
+
+def parse_cmdline(raw: bytes) -> tuple[str, ...]:
+    """argv from /proc/PID/cmdline; a renamed process pads its title with NULs."""
+    parts = raw.decode("utf-8", "replace").split("\0")
+    while parts and parts[-1] == "":
+        parts.pop()
+    return tuple(parts)
+
+
+def parse_status(text: str) -> tuple[int | None, tuple[int, ...]]:
+    uid = None
+    nspid: tuple[int, ...] = ()
+    for line in text.splitlines():
+        key, _colon, value = line.partition(":")
+        if key == "Uid":
+            uid = int(value.split()[0])
+        elif key == "NSpid":
+            nspid = tuple(int(part) for part in value.split())
+    return uid, nspid
+
+
+def parse_cgroup(text: str) -> tuple[str, ...]:
+    paths: list[str] = []
+    for line in text.splitlines():
+        path = line.split(":", 2)[-1]
+        if path not in paths:
+            paths.append(path)
+    return tuple(paths)
+
+
+def read_process(pid: int, proc: str = PROC) -> Process | None:
+    """The process with this PID now, or None once it is gone."""
+    base = f"{proc}/{pid}"
+    try:
+        stat = parse_stat(_read_bytes(base + "/stat").decode("utf-8", "replace"))
+        argv = parse_cmdline(_read_bytes(base + "/cmdline"))
+        uid, nspid = parse_status(_read_bytes(base + "/status").decode("utf-8", "replace"))
+        cgroups = parse_cgroup(_read_bytes(base + "/cgroup").decode("utf-8", "replace"))
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except (ValueError, IndexError):
+        # A half-written record of a process that is exiting right now.
+        return None
+    return Process(
+        pid=int(stat["pid"]),
+        ppid=int(stat["ppid"]),
+        pgid=int(stat["pgid"]),
+        sid=int(stat["sid"]),
+        state=str(stat["state"]),
+        comm=str(stat["comm"]),
+        argv=argv,
+        start_ticks=int(stat["start_ticks"]),
+        flags=int(stat["flags"]),
+        threads=int(stat["threads"]),
+        uid=uid,
+        nspid=nspid or (int(stat["pid"]),),
+        cgroups=cgroups,
+    )
+
+
+def pids(proc: str = PROC) -> list[int]:
+    return sorted(int(entry) for entry in os.listdir(proc) if entry.isdigit())
+
+
+def scan(proc: str = PROC) -> dict[int, Process]:
+    """Every process visible in this PID namespace."""
+    table: dict[int, Process] = {}
+    for pid in pids(proc):
+        process = read_process(pid, proc)
+        if process is not None:
+            table[pid] = process
+    return table
+
+
+def start_ticks(pid: int, proc: str = PROC) -> int | None:
+    """Start time of the process that holds this PID now (None if none does)."""
+    try:
+        return int(parse_stat(_read_bytes(f"{proc}/{pid}/stat").decode("utf-8", "replace"))["start_ticks"])
+    except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+        return None
+
+
+def state_of(pid: int, proc: str = PROC) -> str | None:
+    try:
+        return str(parse_stat(_read_bytes(f"{proc}/{pid}/stat").decode("utf-8", "replace"))["state"])
+    except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+        return None
+
+
+def wchan(pid: int, proc: str = PROC) -> str | None:
+    try:
+        value = _read_bytes(f"{proc}/{pid}/wchan").decode("utf-8", "replace").strip()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return value if value and value != "0" else None
+
+
+def self_and_ancestors(proc: str = PROC) -> dict[int, int]:
+    """PID -> start ticks of this process and every ancestor visible from here."""
+    chain: dict[int, int] = {}
+    pid = os.getpid()
+    while pid > 0 and pid not in chain:
+        process = read_process(pid, proc)
+        if process is None:
+            break
+        chain[pid] = process.start_ticks
+        pid = process.ppid
+    return chain
+
+
+def open_files(pid: int, proc: str = PROC) -> list[str] | None:
+    """Paths of the files the process has open; None when they cannot be read."""
+    fd_dir = f"{proc}/{pid}/fd"
+    try:
+        entries = os.listdir(fd_dir)
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    except PermissionError:
+        return None
+    paths = []
+    for entry in entries:
+        try:
+            paths.append(os.readlink(f"{fd_dir}/{entry}"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        except PermissionError:
+            return None
+    return paths
+
+
+def mapped_files(pid: int, proc: str = PROC) -> list[str] | None:
+    """Paths the process has mapped into memory (a mmap outlives its fd)."""
+    try:
+        text = _read_bytes(f"{proc}/{pid}/maps").decode("utf-8", "replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    except PermissionError:
+        return None
+    paths = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            paths.append(parts[5].removesuffix(" (deleted)"))
+    return paths
+
+
+def nvidia_devices(pid: int, proc: str = PROC) -> list[str] | None:
+    """The /dev/nvidia* files the process has open; None when unreadable."""
+    files = open_files(pid, proc)
+    if files is None:
+        return None
+    return sorted({path for path in files if NVIDIA_DEVICE.match(path)})
+
+
+def boot_time(proc: str = PROC) -> float:
+    for line in _read_bytes(f"{proc}/stat").decode("ascii", "replace").splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def start_epoch(process: Process, booted_at: float) -> float:
+    return booted_at + process.start_ticks / CLOCK_TICKS
+
+
+def descendants(root_pids: t.Iterable[int], table: t.Mapping[int, Process]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for process in table.values():
+        children.setdefault(process.ppid, []).append(process.pid)
+    found: set[int] = set()
+    stack = list(root_pids)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def container_init(vmid: str, table: t.Mapping[int, Process]) -> Process | None:
+    """PID 1 of the LXC container with this id, as seen from its node."""
+    for process in table.values():
+        container = process.container
+        if container is not None and container.runtime == "lxc" and container.id == vmid \
+                and process.namespace_pid == 1:
+            return process
+    return None

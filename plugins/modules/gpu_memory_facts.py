@@ -1,0 +1,360 @@
+#!/usr/bin/python
+# Copyright (c) 2026, gpuops.hygiene contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_memory_facts
+short_description: Report what every NVIDIA GPU holds, who holds it, and whether the host is clean
+version_added: 0.1.0
+description:
+  - Reads every GPU's memory and health with C(nvidia-smi) (at most two calls, run side by side) or NVML,
+    finds the processes that hold GPU memory or have C(/dev/nvidia*) open, and judges the host.
+  - The verdict is V(clean), V(busy) or V(unknown), with readable reasons. It is never V(clean) when
+    C(nvidia-smi) failed, hung, is missing, printed anything it could not parse, or listed fewer GPUs than
+    O(expected_gpu_count).
+  - V(clean) means every GPU in scope uses at most O(idle_threshold_mib) and no process other than
+    protected GPU infrastructure (C(nvidia-persistenced), DCGM, fabric manager, ...) holds a GPU.
+  - Problems on the GPU side do not fail the task; they make the verdict V(unknown) so playbooks can decide.
+    Only bad arguments fail it.
+  - The driver reports host PIDs. A PID is attributed to a local process only if that process really has a
+    C(/dev/nvidia*) device open and its name agrees, so a same-numbered process in a container is never
+    mistaken for the holder.
+author:
+  - Gpuops Hygiene Maintainers (@gpuops)
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; check mode changes nothing.
+  diff_mode:
+    support: none
+    description: Nothing is changed, so there is nothing to diff.
+  facts:
+    support: full
+    description: Sets RV(ansible_facts.gpu_memory).
+options:
+  expected_gpu_count:
+    description:
+      - How many GPUs the host (or the container in O(container)) must have.
+      - Fewer GPUs answering makes the verdict V(unknown). Without it, at least one GPU must answer.
+    type: int
+  idle_threshold_mib:
+    description:
+      - The most memory, in MiB, an idle GPU may show and still be clean.
+      - Idle H100 and H200 show 0 MiB on recent drivers, 1 MiB on the 560 series, and tens of MiB with MIG
+        enabled; the default leaves room for those baselines and nothing more.
+    type: int
+    default: 100
+  nvidia_smi_path:
+    description:
+      - Path of C(nvidia-smi). By default it is looked up on E(PATH).
+    type: path
+  timeout:
+    description:
+      - Seconds the GPU query may take in total. A query that does not finish in time is killed and the
+        verdict becomes V(unknown).
+    type: float
+    default: 10
+  backend:
+    description:
+      - How to read the GPUs. V(nvml) uses the C(nvidia-ml-py) binding (C(pynvml)) in a child process bounded by
+        O(timeout); V(nvidia_smi) runs C(nvidia-smi); V(auto) takes NVML when the binding is importable on the target.
+    type: str
+    choices: [auto, nvidia_smi, nvml]
+    default: auto
+  container:
+    description:
+      - A Proxmox container vmid. Run on the Proxmox node (usually by delegation), the module judges only the GPUs
+        that container was given (its C(/dev/nvidiaN)) and reports memory held there by other containers or by the
+        node as held outside the container, which makes the verdict V(busy).
+    type: str
+  protect:
+    description:
+      - More process names to treat as GPU infrastructure, in addition to the built-in list
+        (C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter), C(nv-fabricmanager), C(nvidia-fabricmanager),
+        C(nvidia-cuda-mps-control), C(Xorg), C(Xwayland), C(sshd), C(nvidia-smi)).
+      - A protected process never makes the host busy by holding a device open; its memory still counts.
+    type: list
+    elements: str
+    default: []
+notes:
+  - Reading other users' open files needs root; run with O(ignore:become=true) where the connecting user is not root.
+seealso:
+  - module: gpuops.hygiene.inference_server_kill
+"""
+
+EXAMPLES = r"""
+- name: Read GPU memory and holders
+  gpuops.hygiene.gpu_memory_facts:
+    expected_gpu_count: 8
+
+- name: Fail when the host is not clean
+  ansible.builtin.assert:
+    that: ansible_facts.gpu_memory.verdict == 'clean'
+    fail_msg: "{{ ansible_facts.gpu_memory.reasons | join('; ') }}"
+
+- name: Judge Proxmox container 200 from its node
+  gpuops.hygiene.gpu_memory_facts:
+    container: "200"
+    expected_gpu_count: 8
+  delegate_to: pve-node-1
+
+- name: Wait until every GPU is idle (MIG baseline of tens of MiB)
+  gpuops.hygiene.gpu_memory_facts:
+    expected_gpu_count: 8
+    idle_threshold_mib: 64
+  register: gpu_state
+  until: gpu_state.ansible_facts.gpu_memory.verdict == 'clean'
+  retries: 40
+  delay: 0.25
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts set by the module.
+  returned: always
+  type: dict
+  contains:
+    gpu_memory:
+      description: The GPUs, their holders and the verdict.
+      returned: always
+      type: dict
+      contains:
+        verdict:
+          description: V(clean), V(busy) or V(unknown).
+          type: str
+          returned: always
+          choices: [clean, busy, unknown]
+          sample: busy
+        reasons:
+          description: Why the verdict is not V(clean), one sentence each; empty when clean.
+          type: list
+          elements: str
+          returned: always
+          sample: ["GPU 3 (00000000:3B:00.0): 95944 MiB used > idle threshold 100 MiB, held by pid 4242 (sglang::scheduler_TP3) in container 200"]
+        backend:
+          description: V(nvidia_smi) or V(nvml).
+          type: str
+          returned: always
+        driver_version:
+          description: The NVIDIA driver version, when known.
+          type: str
+          returned: always
+        expected_gpu_count:
+          description: The value of O(expected_gpu_count).
+          type: int
+          returned: always
+        gpu_count:
+          description: How many GPUs in scope answered.
+          type: int
+          returned: always
+        idle_threshold_mib:
+          description: The threshold used.
+          type: int
+          returned: always
+        scope:
+          description: What was judged.
+          type: dict
+          returned: always
+          contains:
+            container:
+              description: The vmid of O(container), or null for the whole host.
+              type: str
+            gpu_indexes:
+              description: Indexes of the GPUs in scope.
+              type: list
+              elements: int
+            init_pid:
+              description: Node PID of the container's init (only with O(container)).
+              type: int
+              returned: when O(container) is set and the container runs
+          sample: {"container": "200", "gpu_indexes": [0, 1, 2, 3, 4, 5, 6, 7], "init_pid": 31337}
+        gpus:
+          description: One entry per GPU in scope.
+          type: list
+          elements: dict
+          returned: always
+          contains:
+            index:
+              description: GPU index as C(nvidia-smi) numbers it.
+              type: int
+            uuid:
+              description: GPU UUID.
+              type: str
+            name:
+              description: Product name.
+              type: str
+              sample: NVIDIA RTX PRO 6000 Blackwell Server Edition
+            pci_bus_id:
+              description: PCI address.
+              type: str
+              sample: "00000000:18:00.0"
+            memory_total_mib:
+              description: Total memory.
+              type: int
+              sample: 97887
+            memory_reserved_mib:
+              description: Memory the driver reserves; null on drivers that do not report it.
+              type: int
+            memory_used_mib:
+              description: Memory in use; null when C(nvidia-smi) printed a token instead of a number.
+              type: int
+              sample: 95944
+            memory_free_mib:
+              description: Free memory.
+              type: int
+            persistence_mode:
+              description: V(Enabled) or V(Disabled).
+              type: str
+            mig_mode:
+              description: V(Enabled), V(Disabled), or null where MIG is not supported.
+              type: str
+            ecc_uncorrected_volatile:
+              description: Uncorrected ECC errors since the driver loaded; null where not supported.
+              type: int
+            remapped_rows_pending:
+              description: Whether row remapping waits for a GPU reset; null where not supported.
+              type: bool
+            recovery_action:
+              description: What the driver says the GPU needs (V(None), V(Reset), V(Reboot), ...).
+              type: str
+            requires_reset:
+              description: The driver reports that this GPU needs a reset.
+              type: bool
+            tokens:
+              description: Fields for which C(nvidia-smi) printed a bracketed token (such as C([Insufficient Permissions])).
+              type: dict
+            holder_pids:
+              description: PIDs of the processes that hold this GPU.
+              type: list
+              elements: int
+            unattributed:
+              description: Memory above the threshold is used but no process holds it (leaked).
+              type: bool
+            clean:
+              description: This GPU alone would be judged clean.
+              type: bool
+        holders:
+          description:
+            - Processes that hold GPU memory (listed by the driver) or have C(/dev/nvidia*) open.
+          type: list
+          elements: dict
+          returned: always
+          contains:
+            pid:
+              description: PID as the driver reports it (host PID), or as seen here for device-file holders.
+              type: int
+            visible:
+              description:
+                - Whether the PID is a process visible from where the module ran. False for a PID from another PID
+                  namespace (the driver reports host PIDs even inside containers); the other fields are then null.
+              type: bool
+            ppid:
+              description: Parent PID.
+              type: int
+            name:
+              description: Program name (first word of the command line, without directories).
+              type: str
+              sample: sglang::scheduler_TP3
+            cmdline:
+              description: Full command line.
+              type: str
+            state:
+              description: Process state letter (R, S, D, Z, T, ...).
+              type: str
+            user:
+              description: Owner of the process.
+              type: str
+            start_time:
+              description: When the process started (UTC, ISO 8601).
+              type: str
+            container:
+              description: The container the process belongs to (C(runtime), C(id)), or null.
+              type: dict
+              sample: {"runtime": "lxc", "id": "200"}
+            vmid:
+              description: Proxmox vmid for LXC containers, else null.
+              type: str
+            namespace_pid:
+              description: PID inside the process's own PID namespace.
+              type: int
+            wchan:
+              description: Kernel function the process waits in, for processes in state D.
+              type: str
+            gpus:
+              description: GPUs held, with C(index) and C(used_mib) (0 for device-file holders).
+              type: list
+              elements: dict
+            used_mib_total:
+              description: Memory held on all GPUs.
+              type: int
+            devices:
+              description: The C(/dev/nvidia*) files the process has open.
+              type: list
+              elements: str
+            listed_by_driver:
+              description: The driver lists the process as holding GPU memory.
+              type: bool
+            protected:
+              description: The process is GPU infrastructure (see O(protect)).
+              type: bool
+            in_scope:
+              description: The process belongs to the container in O(container) (always true without it).
+              type: bool
+        notes:
+          description: Remarks that do not change the verdict, such as a fallback for an older driver.
+          type: list
+          elements: str
+          returned: always
+        nvidia_smi_calls:
+          description: How many times C(nvidia-smi) ran (0 with NVML).
+          type: int
+          returned: always
+        collected_at:
+          description: When the facts were read (UTC, ISO 8601).
+          type: str
+          returned: always
+        elapsed_s:
+          description: Seconds the module spent reading.
+          type: float
+          returned: always
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, collect
+
+
+def main() -> None:
+    argument_spec = dict(
+        expected_gpu_count=dict(type="int"),
+        idle_threshold_mib=dict(type="int", default=100),
+        nvidia_smi_path=dict(type="path"),
+        timeout=dict(type="float", default=10),
+        backend=dict(type="str", default="auto", choices=["auto", "nvidia_smi", "nvml"]),
+        container=dict(type="str"),
+        protect=dict(type="list", elements="str", default=[]),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+    request = Request(
+        expected_gpu_count=params["expected_gpu_count"],
+        idle_threshold_mib=params["idle_threshold_mib"],
+        nvidia_smi_path=params["nvidia_smi_path"],
+        timeout=params["timeout"],
+        backend=params["backend"],
+        container=params["container"],
+        protect=tuple(params["protect"]),
+    )
+    try:
+        facts = collect(request)
+    except GpuOpsError as error:
+        module.fail_json(msg=str(error))
+    module.exit_json(changed=False, ansible_facts={"gpu_memory": facts})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""What tests use: simulated fleets that clean up after themselves, and real ansible-playbook runs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from gpusim import fleet, inventory, paths
+
+TESTS = os.path.dirname(os.path.dirname(paths.PACKAGE_DIR))
+REPO = os.path.dirname(TESTS)
+COLLECTIONS = os.path.join(TESTS, "output", "collections")
+PLUGINS = os.path.join(TESTS, "simulator", "ansible_plugins")
+_counter = itertools.count()
+
+
+class Fleet:
+    """Simulated hosts whose names are unique to one test; destroy() removes all of them."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = f"{prefix}{os.getpid() % 1000}x{next(_counter)}"
+        self.names: list[str] = []
+        self.vars: dict[str, dict] = {}
+
+    def host(self, suffix: str = "h", **options) -> str:
+        name = f"{self.prefix}{suffix}"
+        self.names.append(name)
+        fleet.create_host(name, **options)
+        self.vars[name] = inventory.host_vars(name)
+        return name
+
+    def node(self, suffix: str = "pve", **options) -> str:
+        return self.host(suffix, proxmox=True, **options)
+
+    def container(self, node: str, vmid: str, gpus: list[int] | None = None) -> str:
+        fleet.create_container(node, vmid, gpus)
+        name = f"{node}-ct{vmid}"
+        self.vars[name] = inventory.container_vars(node, vmid)
+        return name
+
+    def inventory(self, group: str = "simulated", hosts: list[str] | None = None, extra: dict | None = None) -> str:
+        chosen = {name: dict(self.vars[name], **(extra or {})) for name in (hosts or self.vars)}
+        return inventory.render(group, chosen)
+
+    def destroy(self) -> None:
+        for name in reversed(self.names):
+            fleet.destroy_host(name)
+
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    stdout: str
+    stderr: str
+    elapsed_s: float
+    records: list[dict] = field(default_factory=list)
+
+    def results(self, task: str, host: str | None = None) -> list[dict]:
+        return [record for record in self.records
+                if record["task"] == task and (host is None or record["host"] == host)]
+
+    def result(self, task: str, host: str) -> dict:
+        found = self.results(task, host)
+        assert found, f"no result of task {task!r} on {host}; ran: {[r['task'] for r in self.records]}\n{self.stdout}"
+        return found[-1]["result"]
+
+    def status(self, task: str, host: str) -> str:
+        found = self.results(task, host)
+        assert found, f"task {task!r} did not run on {host}\n{self.stdout}"
+        return found[-1]["status"]
+
+
+def tool(name: str) -> str:
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def ansible_env(results_path: str, extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS,
+        "ANSIBLE_CONNECTION_PLUGINS": os.path.join(PLUGINS, "connection"),
+        "ANSIBLE_CALLBACK_PLUGINS": os.path.join(PLUGINS, "callback"),
+        "ANSIBLE_CALLBACKS_ENABLED": "task_results",
+        "TASK_RESULTS_PATH": results_path,
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_DEPRECATION_WARNINGS": "False",
+        "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
+        "PATH": os.path.dirname(sys.executable) + ":" + env.get("PATH", ""),
+    })
+    env.update(extra or {})
+    return env
+
+
+def run_playbook(playbook: str, inventory_text: str, extra_vars: dict | None = None, check: bool = False,
+                 limit: str | None = None, timeout: float = 600, env: dict | None = None,
+                 args: list[str] | None = None) -> PlaybookRun:
+    """Run ansible-playbook for real; return its exit code, output and every task result."""
+    with tempfile.TemporaryDirectory(prefix="gpusim-play-") as work:
+        inventory_path = os.path.join(work, "inventory.yml")
+        with open(inventory_path, "w", encoding="utf-8") as handle:
+            handle.write(inventory_text)
+        results_path = os.path.join(work, "results.json")
+        argv = [tool("ansible-playbook"), "-i", inventory_path, playbook]
+        if extra_vars:
+            argv += ["-e", json.dumps(extra_vars)]
+        if check:
+            argv.append("--check")
+        if limit:
+            argv += ["--limit", limit]
+        argv += args or []
+        started = time.monotonic()
+        completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                   env=ansible_env(results_path, env), cwd=work, check=False)
+        elapsed = time.monotonic() - started
+        records = []
+        if os.path.exists(results_path):
+            with open(results_path, encoding="utf-8") as handle:
+                records = json.load(handle)
+    return PlaybookRun(completed.returncode, completed.stdout, completed.stderr, elapsed, records)
