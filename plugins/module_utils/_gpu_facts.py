@@ -13,12 +13,11 @@ from __future__ import annotations
 import datetime
 import os
 import re
-import shutil
 import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _procfs, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 CLEAN = "clean"
@@ -147,7 +146,7 @@ def _container_gpu_minors(init: _procfs.Process, proc: str) -> list[int]:
 def resolve_nvidia_smi(path: str | None) -> str:
     if path:
         return path
-    return shutil.which("nvidia-smi") or "nvidia-smi"
+    return _subprocess.which("nvidia-smi") or "nvidia-smi"
 
 
 def read_gpus(request: Request) -> _nvidia_smi.Snapshot:
@@ -236,8 +235,8 @@ class Judge:
         return self.unknown + self.busy
 
 
-def _find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Process],
-                  minors: dict[int, int], request: Request) -> dict[int, Holder]:
+def find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Process],
+                 minors: dict[int, int], request: Request) -> dict[int, Holder]:
     """Processes the driver lists, plus processes with /dev/nvidia* open."""
     index_of_uuid = {gpu.uuid: gpu.index for gpu in snapshot.gpus if gpu.uuid}
     protected = request.protected_names
@@ -275,18 +274,28 @@ def _find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Proce
     return holders
 
 
+def _read(request: Request, table: dict[int, _procfs.Process]
+          ) -> tuple[_nvidia_smi.Snapshot, dict[int, Holder], dict[int, int]]:
+    snapshot = read_gpus(request)
+    minors_by_uuid = gpu_minor_numbers()
+    minors = {gpu.index: minors_by_uuid.get(gpu.uuid or "", gpu.index) for gpu in snapshot.gpus}
+    return snapshot, find_holders(snapshot, table, minors, request), minors
+
+
+def read_holders(request: Request, table: dict[int, _procfs.Process]) -> tuple[_nvidia_smi.Snapshot, dict[int, Holder]]:
+    """The GPU snapshot and every process that holds a GPU, as seen in this /proc table."""
+    snapshot, holders, _minors = _read(request, table)
+    return snapshot, holders
+
+
 def collect(request: Request) -> dict[str, t.Any]:
     """Read the GPUs and the processes, and judge the host."""
     request.validate()
     started = time.monotonic()
     judge = Judge()
-    snapshot = read_gpus(request)
-    judge.unknown.extend(snapshot.problems)
-
     table = _procfs.scan(request.proc)
-    minors_by_uuid = gpu_minor_numbers()
-    minors = {gpu.index: minors_by_uuid.get(gpu.uuid or "", gpu.index) for gpu in snapshot.gpus}
-    holders = _find_holders(snapshot, table, minors, request)
+    snapshot, holders, minors = _read(request, table)
+    judge.unknown.extend(snapshot.problems)
 
     gpus = sorted(snapshot.gpus, key=lambda gpu: gpu.index)
     scope: dict[str, t.Any] = {"container": request.container, "gpu_indexes": [gpu.index for gpu in gpus]}

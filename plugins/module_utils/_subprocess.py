@@ -13,6 +13,7 @@ nvidia-smi can be) is abandoned instead of waited for.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -104,3 +105,9 @@ def run_all(argvs: t.Sequence[t.Sequence[str]], timeout: float) -> list[RunResul
 
 def run(argv: t.Sequence[str], timeout: float) -> RunResult:
     return run_all([argv], timeout)[0]
+
+
+def which(name: str) -> str | None:
+    """Where a program is on PATH (or in the sbin directories a root login has)."""
+    path = os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
+    return shutil.which(name, path=path)

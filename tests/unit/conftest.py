@@ -23,8 +23,3 @@ def static_smi(tmp_path, monkeypatch):
         tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
         return str(tool)
     return make
-
-
-def eight_gpus(host: str = "unit") -> list[dict]:
-    from gpusim.profiles import gpu_identities  # pylint: disable=import-outside-toplevel
-    return gpu_identities(host, 8)

@@ -388,3 +388,40 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     import sys
     sys.exit(main(sys.argv[1:]))
+
+
+# --- uninterruptible processes (cgroup v1 freezer) ----------------------------------------------------------
+
+
+def outside_pid(name: str, inside_pid: int) -> int:
+    """The PID, in this (outer) namespace, of the host's process `inside_pid`."""
+    cgroup = "/" + host_config(name)["cgroup"]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="utf-8") as handle:
+                nspid = next(line.split()[1:] for line in handle if line.startswith("NSpid:"))
+            with open(f"/proc/{entry}/cgroup", encoding="utf-8") as handle:
+                cgroups = handle.read()
+        except (OSError, StopIteration):
+            continue
+        if len(nspid) >= 2 and int(nspid[1]) == inside_pid and f":{cgroup}" in cgroups:
+            return int(entry)
+    raise SimulatorError(f"no process {inside_pid} in host {name}")
+
+
+def freeze(name: str, inside_pids: t.Sequence[int]) -> str:
+    """Freeze processes (cgroup v1 freezer): they sit in uninterruptible sleep, SIGKILL stays pending."""
+    directory = os.path.join(paths.FREEZER, host_config(name)["cgroup"], "frozen")
+    os.makedirs(directory, exist_ok=True)
+    for pid in inside_pids:
+        with open(os.path.join(directory, "cgroup.procs"), "w", encoding="ascii") as handle:
+            handle.write(str(outside_pid(name, pid)))
+    with open(os.path.join(directory, "freezer.state"), "w", encoding="ascii") as handle:
+        handle.write("FROZEN")
+    return directory
+
+
+def thaw(name: str) -> None:
+    _thaw_all(host_config(name)["cgroup"])

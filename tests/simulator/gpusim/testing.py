@@ -126,3 +126,46 @@ def run_playbook(playbook: str, inventory_text: str, extra_vars: dict | None = N
             with open(results_path, encoding="utf-8") as handle:
                 records = json.load(handle)
     return PlaybookRun(completed.returncode, completed.stdout, completed.stderr, elapsed, records)
+
+
+@dataclass
+class Proc:
+    pid: int
+    ppid: int
+    stat: str
+    args: str
+
+
+def processes(host: str, container: str | None = None) -> list[Proc]:
+    """Processes of a simulated host (or container) as its own ps shows them, without ps itself."""
+    result = fleet.run(host, ["ps", "-eo", "pid=,ppid=,stat=,args="], container=container)
+    found = []
+    for line in result.stdout.splitlines():
+        pid, ppid, stat, *args = line.split(None, 3)
+        command = args[0] if args else ""
+        if not command.startswith("ps -eo"):
+            found.append(Proc(int(pid), int(ppid), stat, command))
+    return found
+
+
+def alive(host: str, needle: str, container: str | None = None) -> list[Proc]:
+    """Live (not zombie) processes whose command line contains needle."""
+    return [proc for proc in processes(host, container) if needle in proc.args and not proc.stat.startswith("Z")]
+
+
+def wait_until(condition, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+
+
+def wait_for_gpu_holders(host: str, count: int, timeout: float = 30.0) -> list[dict]:
+    def enough() -> list[dict] | None:
+        holders = fleet.gpu_state(host)["processes"]
+        return holders if len(holders) >= count else None
+    return wait_until(enough, timeout, message=f"{count} GPU holders on {host}")

@@ -1,0 +1,515 @@
+# Copyright (c) 2026, gpuops.hygiene contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Stopping inference servers the way a careful operator would.
+
+Plan: snapshot /proc, select targets (presets, patterns, clients, GPU holders),
+add their whole trees, take out everything protected. Stop: clients first, then
+each tree's root, then the rest; a grace period; SIGKILL for survivors; a
+bounded wait. Every target is pinned by a pidfd opened and re-checked against
+its start time, so a reused PID can never be signalled. The whole call ends
+before its timeout, whatever the processes do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import time
+import typing as t
+from dataclasses import dataclass, field
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _presets, _procfs, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+
+SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL")
+DEFAULT_GRACE_S = 10.0
+CLIENT_GRACE_S = 5.0
+KILL_WAIT_S = 30.0
+MATCH_TIMEOUT_S = 2.0
+MAX_PATTERN_LENGTH = 1000
+# Programs that run or wrap a namespace (never a server, and stopping them stops a container).
+NAMESPACE_INITS = frozenset({"init", "systemd", "openrc-init", "runit", "s6-svscan", "tini", "dumb-init",
+                             "catatonit", "docker-init", "lxc-init"})
+SUPERVISORS = frozenset({"supervisord", "runsv", "s6-supervise", "circusd", "monit"})
+
+CLIENT, ROOT, MEMBER = 0, 1, 2
+
+
+@dataclass
+class Request:
+    servers: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
+    clients: tuple[str, ...] = ()
+    gpu_holders: bool = False
+    container: str | None = None
+    protect: tuple[str, ...] = ()
+    signal: str = "SIGTERM"
+    grace_period: float | None = None
+    timeout: float | None = None
+    stop_units: bool = False
+    check_mode: bool = False
+    nvidia_smi_path: str | None = None
+    proc: str = _procfs.PROC
+
+    def resolve(self) -> None:
+        """Validate everything and fill in the defaults; raises GpuOpsError before anything is signalled."""
+        missing = _presets.unknown(self.servers)
+        if missing:
+            raise GpuOpsError(f"unknown server preset(s) {', '.join(map(repr, missing))}; "
+                              f"choose from {', '.join(_presets.NAMES)}")
+        for option in ("patterns", "clients"):
+            for index, pattern in enumerate(getattr(self, option)):
+                compile_pattern(option, index, pattern)
+        if not (self.servers or self.patterns or self.clients or self.gpu_holders):
+            raise GpuOpsError("nothing to select: give servers, patterns, clients or gpu_holders=true")
+        if self.signal not in SIGNALS:
+            raise GpuOpsError(f"signal must be one of {', '.join(SIGNALS)}, got {self.signal!r}")
+        if self.container is not None:
+            _gpu_facts.validate_vmid(self.container)
+        for name in self.protect:
+            if not name or "/" in name or "\x00" in name or len(name) > 255:
+                raise GpuOpsError(f"protect entries are process names (no '/', 1-255 characters), got {name!r}")
+        for option in ("grace_period", "timeout"):
+            value = getattr(self, option)
+            if value is not None and not 0 <= value <= 86400:
+                raise GpuOpsError(f"{option} must be between 0 and 86400 seconds, got {value}")
+        if self.grace_period is None:
+            graces = [preset.grace_period_s for preset in _presets.select(self.servers)]
+            if self.patterns or self.clients or self.gpu_holders:
+                graces.append(DEFAULT_GRACE_S)
+            self.grace_period = max(graces)
+        if self.timeout is None:
+            self.timeout = self.grace_period + KILL_WAIT_S
+        if self.timeout <= 0:
+            raise GpuOpsError("timeout must be more than 0 seconds")
+        if self.grace_period >= self.timeout:
+            raise GpuOpsError(f"grace_period ({self.grace_period:g} s) must be shorter than timeout "
+                              f"({self.timeout:g} s), leaving time for SIGKILL and the final wait")
+
+
+def compile_pattern(option: str, index: int, pattern: str) -> t.Pattern[str]:
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise GpuOpsError(f"{option}[{index}] is longer than {MAX_PATTERN_LENGTH} characters")
+    if not pattern:
+        raise GpuOpsError(f"{option}[{index}] is empty: it would match every process")
+    try:
+        return re.compile(pattern)
+    except re.error as error:
+        raise GpuOpsError(f"{option}[{index}] is not a valid regular expression ({error}): {pattern!r}") from None
+
+
+@dataclass
+class Target:
+    process: _procfs.Process
+    rule: str
+    phase: int
+    pidfd: int | None = None
+    signals: list[str] = field(default_factory=list)
+    first_signal_at: float | None = None
+    exited_at: float | None = None
+    failure: str | None = None
+
+    @property
+    def gone(self) -> bool:
+        return self.exited_at is not None
+
+
+@dataclass
+class Plan:
+    targets: list[Target] = field(default_factory=list)
+    protected: list[tuple[_procfs.Process, str, str]] = field(default_factory=list)
+    out_of_scope: list[tuple[_procfs.Process, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class Selector:
+    """Decides which processes are targets, by rule, for one request."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.presets = _presets.select(request.servers)
+        self.protected_names = frozenset(_gpu_facts.DEFAULT_PROTECTED) | frozenset(request.protect)
+        self.ancestors = _procfs.self_and_ancestors(request.proc)
+        self.gpu_holders: dict[int, str] = {}
+
+    def read_gpu_holders(self, table: dict[int, _procfs.Process], plan: Plan) -> None:
+        facts_request = _gpu_facts.Request(nvidia_smi_path=self.request.nvidia_smi_path, backend="nvidia_smi",
+                                           timeout=min(10.0, (self.request.timeout or 40) / 4), proc=self.request.proc)
+        snapshot, holders = _gpu_facts.read_holders(facts_request, table)
+        if snapshot.problems:
+            plan.warnings.append("GPU holders are known from /dev/nvidia* only: " + "; ".join(snapshot.problems))
+        for pid, holder in holders.items():
+            if holder.process is not None:
+                where = ", ".join(map(str, holder.gpu_indexes)) or "devices " + ", ".join(holder.devices)
+                self.gpu_holders[pid] = f"GPU holder ({'GPU ' + where if holder.gpu_indexes else where})"
+
+    def pattern_matches(self, table: dict[int, _procfs.Process]) -> dict[int, str]:
+        """pid -> rule for user patterns and clients, matched in a child with a deadline."""
+        lines = {pid: process.cmdline for pid, process in table.items()}
+        patterns = [("client", pattern) for pattern in self.request.clients] + \
+                   [("pattern", pattern) for pattern in self.request.patterns]
+        if not patterns:
+            return {}
+
+        def work() -> dict[str, str]:
+            compiled = [(kind, pattern, re.compile(pattern)) for kind, pattern in patterns]
+            found = {}
+            for pid, line in lines.items():
+                for kind, pattern, regex in compiled:
+                    if regex.search(line):
+                        found[str(pid)] = f"{kind} {pattern!r}"
+                        break
+            return found
+        try:
+            found = _bounded.call(work, MATCH_TIMEOUT_S)
+        except _bounded.TimeLimitExceeded:
+            raise GpuOpsError(f"matching the patterns against {len(lines)} command lines took longer than "
+                              f"{MATCH_TIMEOUT_S:g} s: a pattern with catastrophic backtracking? "
+                              f"{', '.join(repr(pattern) for _kind, pattern in patterns)}") from None
+        return {int(pid): rule for pid, rule in found.items()}
+
+    def protection(self, process: _procfs.Process) -> str | None:
+        if process.pid == os.getpid():
+            return "this module"
+        if process.pid in self.ancestors and self.ancestors[process.pid] == process.start_ticks:
+            return "an ancestor of this module (the Ansible process chain)"
+        if process.pid == 1:
+            return "PID 1"
+        if process.is_kernel_thread:
+            return "a kernel thread"
+        if process.is_namespace_init and (process.name in NAMESPACE_INITS or process.container is not None):
+            return "PID 1 of a container"
+        if _gpu_facts.is_protected(process, self.protected_names):
+            return "protected GPU infrastructure"
+        return None
+
+    def in_scope(self, process: _procfs.Process) -> bool:
+        if self.request.container is None:
+            return True
+        container = process.container
+        return container is not None and container.runtime == "lxc" and container.id == self.request.container
+
+    def rule_for(self, process: _procfs.Process, pattern_rules: dict[int, str]) -> tuple[str, int] | None:
+        pattern_rule = pattern_rules.get(process.pid)
+        bystander = _presets.is_bystander(process.argv, process.comm)
+        if pattern_rule and pattern_rule.startswith("client") and not bystander:
+            return pattern_rule, CLIENT
+        preset_rule = _presets.match_any(self.presets, process.argv, process.comm)
+        if preset_rule:
+            return preset_rule, ROOT
+        if pattern_rule and not bystander:
+            return pattern_rule, ROOT
+        if process.pid in self.gpu_holders:
+            return self.gpu_holders[process.pid], ROOT
+        return None
+
+
+def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector) -> Plan:
+    """Targets (in stopping order), and what matched but is spared, from one /proc snapshot."""
+    result = Plan()
+    if request.gpu_holders:
+        selector.read_gpu_holders(table, result)
+    pattern_rules = selector.pattern_matches(table)
+    chosen: dict[int, Target] = {}
+    for process in table.values():
+        matched = selector.rule_for(process, pattern_rules)
+        if matched is None:
+            continue
+        _consider(process, matched[0], matched[1], chosen, result, selector)
+
+    # Whole trees: descendants, and the members of process groups and sessions a target leads.
+    for target in list(chosen.values()):
+        leader = target.process.pid
+        members = _procfs.descendants([leader], table) | {
+            process.pid for process in table.values() if leader in (process.pgid, process.sid)}
+        for pid in sorted(members):
+            if pid not in chosen:
+                phase = CLIENT if target.phase == CLIENT else MEMBER
+                _consider(table[pid], f"member of the tree of pid {leader} ({target.rule})", phase, chosen, result,
+                          selector)
+
+    for target in chosen.values():
+        if target.phase == ROOT and target.process.ppid in chosen and chosen[target.process.ppid].phase != CLIENT:
+            target.phase = MEMBER
+    result.targets = sorted(chosen.values(), key=lambda target: (target.phase, target.process.pid))
+    return result
+
+
+def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int, Target], result: Plan,
+              selector: Selector) -> None:
+    if process.pid in chosen or any(entry[0].pid == process.pid for entry in result.protected):
+        return
+    why_not = selector.protection(process)
+    if why_not:
+        result.protected.append((process, rule, why_not))
+    elif not selector.in_scope(process):
+        result.out_of_scope.append((process, rule))
+    else:
+        chosen[process.pid] = Target(process, rule, phase)
+
+
+class Executor:
+    """Sends the signals and waits, within the request's deadlines."""
+
+    def __init__(self, request: Request, log: t.Callable[[str], None]) -> None:
+        self.request = request
+        self.log = log
+        self.started = time.monotonic()
+        self.deadline = self.started + float(request.timeout or 0)
+        self.targets: list[Target] = []
+
+    def pin(self, target: Target) -> bool:
+        """Open a pidfd and make sure it is still the process we planned for (not a reused PID)."""
+        try:
+            pidfd = os.pidfd_open(target.process.pid)
+        except ProcessLookupError:
+            target.exited_at = time.monotonic()
+            return False
+        if _procfs.start_ticks(target.process.pid, self.request.proc) != target.process.start_ticks:
+            os.close(pidfd)
+            target.exited_at = time.monotonic()
+            return False
+        target.pidfd = pidfd
+        return True
+
+    def send(self, target: Target, name: str) -> None:
+        if target.gone or target.pidfd is None:
+            return
+        number = getattr(signal, name)
+        try:
+            signal.pidfd_send_signal(target.pidfd, number)
+        except ProcessLookupError:
+            target.exited_at = target.exited_at or time.monotonic()
+            return
+        except PermissionError:
+            target.failure = f"permission denied sending {name} (EPERM)"
+            return
+        target.signals.append(name)
+        target.first_signal_at = target.first_signal_at or time.monotonic()
+        process = target.process
+        self.log(f"gpuops.hygiene.inference_server_kill: sent {name} to pid {process.pid} ({process.cmdline[:200]}) "
+                 f"started at tick {process.start_ticks}; rule: {target.rule}")
+        if name != "SIGKILL" and _procfs.state_of(process.pid, self.request.proc) in ("T", "t"):
+            self.send(target, "SIGCONT")
+
+    def wait(self, targets: list[Target], until: float) -> None:
+        """Wait until these targets are gone or the moment passes; a pidfd turns readable at exit."""
+        until = min(until, self.deadline)
+        while True:
+            alive = [target for target in targets if not target.gone and target.pidfd is not None and not target.failure]
+            remaining = until - time.monotonic()
+            if not alive or remaining <= 0:
+                return
+            poller = select.poll()
+            for target in alive:
+                poller.register(target.pidfd, select.POLLIN)
+            ready = {fd for fd, _mask in poller.poll(max(1, int(remaining * 1000)))}
+            now = time.monotonic()
+            for target in alive:
+                if target.pidfd in ready:
+                    target.exited_at = now
+
+    def close(self) -> None:
+        for target in self.targets:
+            if target.pidfd is not None:
+                os.close(target.pidfd)
+                target.pidfd = None
+
+
+def stop_units(units: dict[str, list[Target]], executor: Executor, warnings: list[str]) -> dict[str, str]:
+    """systemctl stop each unit that would restart its targets; returns unit -> outcome."""
+    outcome = {}
+    systemctl = _subprocess.which("systemctl")
+    for unit in units:
+        if systemctl is None:
+            outcome[unit] = "not stopped: systemctl not found"
+            continue
+        remaining = max(executor.deadline - time.monotonic() - 1, 1)
+        result = _subprocess.run([systemctl, "stop", unit], timeout=remaining)
+        if result.ok:
+            outcome[unit] = "stopped with systemctl stop"
+            executor.log(f"gpuops.hygiene.inference_server_kill: systemctl stop {unit}")
+        else:
+            outcome[unit] = f"systemctl stop failed ({result.rc}): {(result.stderr or result.stdout).strip()[:200]}"
+            warnings.append(f"{unit}: {outcome[unit]}")
+    return outcome
+
+
+def _supervisor_of(process: _procfs.Process, table: dict[int, _procfs.Process]) -> str | None:
+    parent = table.get(process.ppid)
+    if parent is not None and parent.name in SUPERVISORS:
+        return f"{parent.name} (pid {parent.pid})"
+    return None
+
+
+def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
+    """Plan and (unless in check mode) stop. Returns the module's result."""
+    request.resolve()
+    started = time.monotonic()
+    selector = Selector(request)
+    table = _procfs.scan(request.proc)
+    planned = plan(request, table, selector)
+    booted_at = _procfs.boot_time(request.proc)
+
+    units: dict[str, list[Target]] = {}
+    supervisors: dict[str, list[Target]] = {}
+    for target in planned.targets:
+        unit = target.process.service_unit
+        if unit:
+            units.setdefault(unit, []).append(target)
+        supervisor = _supervisor_of(target.process, table)
+        if supervisor:
+            supervisors.setdefault(supervisor, []).append(target)
+
+    unit_outcome: dict[str, str] = {}
+    respawned: list[_procfs.Process] = []
+    executor = Executor(request, log)
+    if not request.check_mode and planned.targets:
+        try:
+            unit_outcome = _stop(request, planned, units, table, selector, executor, respawned)
+        finally:
+            executor.close()
+    for unit in units:
+        unit_outcome.setdefault(unit, "would be stopped with systemctl stop" if request.check_mode and request.stop_units
+                                else "reported (set stop_units=true to stop it instead of fighting its restarts)")
+
+    return _result(request, planned, executor, units, supervisors, unit_outcome, respawned, booted_at, started)
+
+
+def _stop(request: Request, planned: Plan, units: dict[str, list[Target]], table: dict[int, _procfs.Process],
+          selector: Selector, executor: Executor, respawned: list[_procfs.Process]) -> dict[str, str]:
+    executor.targets = planned.targets
+    for target in planned.targets:
+        executor.pin(target)
+    unit_outcome = stop_units(units, executor, planned.warnings) if request.stop_units and units else {}
+    grace_deadline = executor.started + float(request.grace_period or 0)
+
+    clients = [target for target in planned.targets if target.phase == CLIENT]
+    for target in clients:
+        executor.send(target, request.signal)
+    executor.wait(clients, min(executor.started + CLIENT_GRACE_S, grace_deadline))
+    for target in clients:
+        executor.send(target, "SIGKILL")
+    executor.wait(clients, time.monotonic() + 1.0)
+
+    roots = [target for target in planned.targets if target.phase == ROOT]
+    members = [target for target in planned.targets if target.phase == MEMBER]
+    for target in roots:
+        executor.send(target, request.signal)
+    # Give each engine's own shutdown a moment to reach its workers before signalling them directly.
+    executor.wait(roots, min(time.monotonic() + min(2.0, float(request.grace_period or 0) / 3), grace_deadline))
+    for target in members:
+        executor.send(target, request.signal)
+
+    found = _rescan(request, planned, table, selector, respawned)
+    for target in found:
+        if executor.pin(target):
+            executor.targets.append(target)
+            executor.send(target, request.signal)
+    servers = roots + members + found
+    executor.wait(servers, grace_deadline)
+    for target in servers:
+        executor.send(target, "SIGKILL")
+    executor.wait(servers, executor.deadline)
+    return unit_outcome
+
+
+def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
+            respawned: list[_procfs.Process]) -> list[Target]:
+    """After the first signals: new processes of the trees are chased, new matches are respawns."""
+    known = {target.process.identity for target in planned.targets}
+    now_table = _procfs.scan(request.proc)
+    leaders = {target.process.pid for target in planned.targets}
+    try:
+        pattern_rules = selector.pattern_matches(now_table)
+    except GpuOpsError as error:
+        planned.warnings.append(f"re-scan skipped pattern matching: {error}")
+        pattern_rules = {}
+    found = []
+    for pid, process in now_table.items():
+        if process.identity in known or (pid in table and table[pid].identity == process.identity):
+            continue
+        in_tree = process.ppid in leaders or process.pgid in leaders or process.sid in leaders
+        rule = selector.rule_for(process, pattern_rules)
+        if not in_tree and rule is None:
+            continue
+        if selector.protection(process) or not selector.in_scope(process):
+            continue
+        if in_tree:
+            found.append(Target(process, "appeared in the tree of a target during shutdown", MEMBER))
+        else:
+            respawned.append(process)
+    return found
+
+
+def _entry(process: _procfs.Process, booted_at: float) -> dict[str, t.Any]:
+    container = process.container
+    return {
+        "pid": process.pid,
+        "ppid": process.ppid,
+        "name": process.name,
+        "cmdline": process.cmdline,
+        "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(_procfs.start_epoch(process, booted_at))),
+        "container": container.to_dict() if container else None,
+        "vmid": container.id if container and container.runtime == "lxc" else None,
+        "namespace_pid": process.namespace_pid,
+    }
+
+
+def _result(request: Request, planned: Plan, executor: Executor, units: dict[str, list[Target]],
+            supervisors: dict[str, list[Target]], unit_outcome: dict[str, str], respawned: list[_procfs.Process],
+            booted_at: float, started: float) -> dict[str, t.Any]:
+    phases = {CLIENT: "client", ROOT: "server", MEMBER: "member"}
+    killed, survivors = [], []
+    for target in executor.targets if not request.check_mode else []:
+        entry = _entry(target.process, booted_at)
+        entry.update(rule=target.rule, role=phases[target.phase], signals=target.signals)
+        if target.gone and not target.failure:
+            since = target.first_signal_at or executor.started
+            entry["seconds_to_exit"] = round(max((target.exited_at or since) - since, 0.0), 3)
+            killed.append(entry)
+        else:
+            state = _procfs.state_of(target.process.pid, request.proc)
+            wchan = _procfs.wchan(target.process.pid, request.proc)
+            if target.failure:
+                reason = target.failure
+            elif state == "D":
+                reason = f"unkillable: in uninterruptible sleep (state D, wchan {wchan or 'unknown'}) after SIGKILL"
+            else:
+                reason = f"still running after SIGKILL (state {state})"
+            entry.update(state=state, wchan=wchan, reason=reason)
+            survivors.append(entry)
+    planned_entries = []
+    for target in planned.targets:
+        entry = _entry(target.process, booted_at)
+        entry.update(rule=target.rule, role=phases[target.phase],
+                     signals=[request.signal] + (["SIGCONT"] if target.process.state in ("T", "t") else []))
+        planned_entries.append(entry)
+    protected = [dict(_entry(process, booted_at), rule=rule, reason=reason) for process, rule, reason in planned.protected]
+    skipped = [dict(_entry(process, booted_at), rule=rule, reason=f"not in container {request.container}")
+               for process, rule in planned.out_of_scope]
+    restarters = [{"unit": unit, "kind": "systemd service", "pids": [target.process.pid for target in targets],
+                   "action": unit_outcome.get(unit, "reported")} for unit, targets in units.items()]
+    restarters += [{"unit": name, "kind": "supervisor", "pids": [target.process.pid for target in targets],
+                    "action": "reported (a supervisor may restart its program)"} for name, targets in supervisors.items()]
+    signalled = any(target.signals for target in executor.targets)
+    stopped_unit = any(outcome.startswith("stopped") for outcome in unit_outcome.values())
+    return {
+        "changed": bool(planned.targets) if request.check_mode else (signalled or stopped_unit),
+        "planned": planned_entries,
+        "killed": killed,
+        "survivors": survivors,
+        "protected": protected,
+        "skipped_out_of_scope": skipped,
+        "restarters": restarters,
+        "respawned": [dict(_entry(process, booted_at), reason="started after the targets were signalled and matches "
+                           "the selection: something restarts it") for process in respawned],
+        "notes": planned.warnings,
+        "grace_period": request.grace_period,
+        "timeout": request.timeout,
+        "elapsed_s": round(time.monotonic() - started, 3),
+    }

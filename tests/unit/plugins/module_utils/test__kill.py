@@ -1,0 +1,168 @@
+"""The kill engine on real processes of this machine: validation, selection, and the PID-reuse guard."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+
+
+@pytest.fixture
+def token():
+    return f"gpuops-unit-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def spawn():
+    children = []
+
+    def start(*argv: str, **kwargs) -> subprocess.Popen:
+        child = subprocess.Popen(list(argv), **kwargs)
+        children.append(child)
+        return child
+    yield start
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
+def sleeper(token: str) -> list[str]:
+    return [sys.executable, "-c", "import time; time.sleep(120)", token]
+
+
+def wait_visible(pid: int) -> None:
+    deadline = time.monotonic() + 5
+    while _procfs.read_process(pid) is None or "time.sleep" not in _procfs.read_process(pid).cmdline:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "nothing to select: give servers, patterns, clients or gpu_holders=true"),
+    ({"servers": ("sglang", "vlm")}, "unknown server preset(s) 'vlm'; choose from llamacpp, ollama, sglang, tgi, triton, "
+                                     "trtllm, vllm, all"),
+    ({"patterns": ("a", "[")}, "patterns[1] is not a valid regular expression (unterminated character set at position "
+                               "0): '['"),
+    ({"clients": ("",)}, "clients[0] is empty: it would match every process"),
+    ({"patterns": ("x" * 1001,)}, "patterns[0] is longer than 1000 characters"),
+    ({"servers": ("tgi",), "timeout": 60}, "grace_period (90 s) must be shorter than timeout (60 s)"),
+    ({"servers": ("sglang",), "grace_period": 5, "timeout": 5}, "grace_period (5 s) must be shorter than timeout (5 s)"),
+    ({"servers": ("sglang",), "grace_period": -1}, "grace_period must be between 0 and 86400 seconds, got -1"),
+    ({"servers": ("sglang",), "container": "2OO"}, "container must be a Proxmox vmid"),
+    ({"servers": ("sglang",), "signal": "SIGSTOP"}, "signal must be one of"),
+    ({"servers": ("sglang",), "protect": ("/usr/bin/x",)}, "protect entries are process names"),
+])
+def test_bad_requests_are_refused(options, message):
+    with pytest.raises(GpuOpsError) as error:
+        _kill.Request(**options).resolve()
+    assert str(error.value).startswith(message)
+
+
+def test_defaults_follow_the_presets():
+    request = _kill.Request(servers=("sglang", "tgi"))
+    request.resolve()
+    assert (request.grace_period, request.timeout) == (90, 120)
+    request = _kill.Request(patterns=("my-server",))
+    request.resolve()
+    assert (request.grace_period, request.timeout) == (10, 40)
+    request = _kill.Request(servers=("vllm",), timeout=20)
+    request.resolve()
+    assert (request.grace_period, request.timeout) == (15, 20)
+
+
+def test_plan_selects_by_pattern_and_protects_this_process(spawn, token):
+    child = spawn(*sleeper(token))
+    wait_visible(child.pid)
+    request = _kill.Request(patterns=(token,), check_mode=True)
+    request.resolve()
+    table = _procfs.scan()
+    # This test process matches too once the token is in its own command line.
+    table[os.getpid()] = _procfs.Process(**dict(table[os.getpid()].__dict__, argv=(sys.executable, token)))
+    planned = _kill.plan(request, table, _kill.Selector(request))
+    assert [target.process.pid for target in planned.targets] == [child.pid]
+    assert planned.targets[0].rule == f"pattern {token!r}"
+    assert (os.getpid(), "this module") in [(process.pid, reason) for process, _rule, reason in planned.protected]
+
+
+def test_check_mode_plans_and_sends_nothing(spawn, token):
+    child = spawn(*sleeper(token))
+    wait_visible(child.pid)
+    result = _kill.run(_kill.Request(patterns=(token,), check_mode=True), lambda message: None)
+    assert result["changed"] is True and [entry["pid"] for entry in result["planned"]] == [child.pid]
+    assert result["killed"] == [] and child.poll() is None
+
+
+def test_stops_a_tree_and_logs_every_signal(spawn, token):
+    parent = spawn(sys.executable, "-c", "import subprocess, sys, time\n"
+                   "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\ntime.sleep(120)", token,
+                   start_new_session=True)
+    deadline = time.monotonic() + 5
+    while not _procfs.descendants([parent.pid], _procfs.scan()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    child = _procfs.descendants([parent.pid], _procfs.scan()).pop()
+    logged = []
+    result = _kill.run(_kill.Request(patterns=(token,), grace_period=2, timeout=5), logged.append)
+    assert {entry["pid"] for entry in result["killed"]} == {parent.pid, child}
+    assert result["survivors"] == [] and result["changed"] is True
+    roles = {entry["pid"]: entry["role"] for entry in result["killed"]}
+    assert roles == {parent.pid: "server", child: "member"}
+    assert any(f"sent SIGTERM to pid {parent.pid}" in line and f"rule: pattern {token!r}" in line for line in logged)
+
+
+def test_a_reused_pid_is_never_signalled(spawn, token):
+    """Snapshot a process, let it die, give its PID to an innocent process, then execute the plan."""
+    target = spawn(*sleeper(token))
+    wait_visible(target.pid)
+    request = _kill.Request(patterns=(token,), grace_period=1, timeout=3)
+    request.resolve()
+    planned = _kill.plan(request, _procfs.scan(), _kill.Selector(request))
+    assert [entry.process.pid for entry in planned.targets] == [target.pid]
+    target.kill()
+    target.wait()
+    with open("/proc/sys/kernel/ns_last_pid", "w", encoding="ascii") as handle:
+        handle.write(str(target.pid - 1))
+    innocent = spawn(sys.executable, "-c", "import time; time.sleep(120)")
+    if innocent.pid != target.pid:
+        pytest.skip("another process took the PID first")
+    executor = _kill.Executor(request, lambda message: None)
+    assert executor.pin(planned.targets[0]) is False
+    executor.send(planned.targets[0], "SIGKILL")
+    time.sleep(0.2)
+    assert innocent.poll() is None and planned.targets[0].signals == []
+
+
+def test_a_pinned_process_is_signalled_through_its_pidfd(spawn, token):
+    target = spawn(*sleeper(token))
+    wait_visible(target.pid)
+    request = _kill.Request(patterns=(token,), grace_period=1, timeout=3)
+    request.resolve()
+    planned = _kill.plan(request, _procfs.scan(), _kill.Selector(request))
+    executor = _kill.Executor(request, lambda message: None)
+    assert executor.pin(planned.targets[0]) is True
+    executor.send(planned.targets[0], "SIGTERM")
+    executor.wait(planned.targets, time.monotonic() + 3)
+    assert planned.targets[0].gone and target.wait(timeout=1) == -15
+    executor.targets = planned.targets
+    executor.close()
+
+
+def test_a_stopped_process_gets_sigcont_with_the_signal(spawn, token):
+    target = spawn(*sleeper(token))
+    wait_visible(target.pid)
+    os.kill(target.pid, 19)  # SIGSTOP
+    deadline = time.monotonic() + 5
+    while _procfs.state_of(target.pid) != "T":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    result = _kill.run(_kill.Request(patterns=(token,), grace_period=2, timeout=5), lambda message: None)
+    assert result["killed"][0]["signals"] == ["SIGTERM", "SIGCONT"]
+    assert target.wait(timeout=2) == -15
