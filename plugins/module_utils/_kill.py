@@ -30,6 +30,7 @@ DEFAULT_GRACE_S = 10.0
 CLIENT_GRACE_S = 5.0
 KILL_WAIT_S = 30.0
 MATCH_TIMEOUT_S = 2.0
+RESPAWN_WATCH_S = 3.0
 MAX_PATTERN_LENGTH = 1000
 # Programs that run or wrap a namespace (never a server, and stopping them stops a container).
 NAMESPACE_INITS = frozenset({"init", "systemd", "openrc-init", "runit", "s6-svscan", "tini", "dumb-init",
@@ -277,7 +278,7 @@ class Executor:
         return True
 
     def send(self, target: Target, name: str) -> None:
-        if target.gone or target.pidfd is None:
+        if target.gone or target.pidfd is None or target.failure:
             return
         number = getattr(signal, name)
         try:
@@ -370,7 +371,8 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
     executor = Executor(request, log)
     if not request.check_mode and planned.targets:
         try:
-            unit_outcome = _stop(request, planned, units, table, selector, executor, respawned)
+            restarters_left = bool(supervisors) or (bool(units) and not request.stop_units)
+            unit_outcome = _stop(request, planned, units, restarters_left, table, selector, executor, respawned)
         finally:
             executor.close()
     for unit in units:
@@ -380,8 +382,9 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
     return _result(request, planned, executor, units, supervisors, unit_outcome, respawned, booted_at, started)
 
 
-def _stop(request: Request, planned: Plan, units: dict[str, list[Target]], table: dict[int, _procfs.Process],
-          selector: Selector, executor: Executor, respawned: list[_procfs.Process]) -> dict[str, str]:
+def _stop(request: Request, planned: Plan, units: dict[str, list[Target]], restarters_left: bool,
+          table: dict[int, _procfs.Process], selector: Selector, executor: Executor,
+          respawned: list[_procfs.Process]) -> dict[str, str]:
     executor.targets = planned.targets
     for target in planned.targets:
         executor.pin(target)
@@ -415,13 +418,23 @@ def _stop(request: Request, planned: Plan, units: dict[str, list[Target]], table
     for target in servers:
         executor.send(target, "SIGKILL")
     executor.wait(servers, executor.deadline)
+    # A last look for what comes back: reported, not chased (its restarter would win that race). Where a
+    # restarter is known and was not stopped, watch a little longer for its restart.
+    planned.targets = executor.targets
+    if restarters_left:
+        watch_until = min(time.monotonic() + RESPAWN_WATCH_S, executor.deadline)
+        while not respawned and time.monotonic() < watch_until:
+            respawned.extend(target.process for target in _rescan(request, planned, table, selector, respawned))
+            time.sleep(0.1)
+    else:
+        respawned.extend(target.process for target in _rescan(request, planned, table, selector, respawned))
     return unit_outcome
 
 
 def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
             respawned: list[_procfs.Process]) -> list[Target]:
     """After the first signals: new processes of the trees are chased, new matches are respawns."""
-    known = {target.process.identity for target in planned.targets}
+    known = {target.process.identity for target in planned.targets} | {process.identity for process in respawned}
     now_table = _procfs.scan(request.proc)
     leaders = {target.process.pid for target in planned.targets}
     try:

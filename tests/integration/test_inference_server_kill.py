@@ -235,3 +235,67 @@ def test_bad_input_fails_clearly_and_kills_nothing(sim, playbook):
             continue
         assert run.rc != 0 and result["msg"].startswith(message), result
     assert [proc.pid for proc in processes(host)] == [proc.pid for proc in before]
+
+
+def _unit_server(host, restart_s=0.5):
+    sglang = ["python3", "-m", "sglang.launch_server", "--tp", "2", "--port", "30000"]
+    fleet.start_unit(host, "sglang.service", sglang, restart_s=restart_s)
+    wait_for_gpu_holders(host, 2)
+    server = alive(host, "sglang.launch_server")[0]
+    cgroup = fleet.run(host, ["cat", f"/proc/{server.pid}/cgroup"]).stdout
+    assert "/system.slice/sglang.service" in cgroup
+    return server
+
+
+def test_a_systemd_unit_is_reported_and_its_restart_is_seen(sim, playbook):
+    host = sim.host()
+    server = _unit_server(host, restart_s=0.2)
+    run, result = kill(sim, playbook, host, vars={"servers": ["sglang"], "grace_period": 3, "timeout": 6})
+    assert run.rc == 0, run.stdout
+    assert result["restarters"] == [{"unit": "sglang.service", "kind": "systemd service",
+                                     "pids": [target["pid"] for target in result["planned"]],
+                                     "action": "reported (set stop_units=true to stop it instead of fighting its restarts)"}]
+    assert server.pid in {entry["pid"] for entry in result["killed"]}
+    assert [entry["name"] for entry in result["respawned"]] == ["python3"]
+    assert "something restarts it" in result["respawned"][0]["reason"]
+    assert wait_until(lambda: alive(host, "sglang.launch_server"), message="the unit restarted the server")
+
+
+def test_stop_units_stops_the_service_instead_of_fighting_it(sim, playbook):
+    host = sim.host()
+    _unit_server(host)
+    run, result = kill(sim, playbook, host, vars={"servers": ["sglang"], "stop_units": True})
+    assert run.rc == 0, run.stdout
+    assert result["changed"] is True and result["respawned"] == []
+    assert result["restarters"][0]["action"] == "stopped with systemctl stop"
+    time.sleep(1.0)  # longer than the unit's restart delay: nothing may come back
+    assert alive(host, "sglang") == []
+
+
+def test_gpu_holders_spares_protected_infrastructure(sim, playbook):
+    host = sim.host()
+    persistenced = fleet.start_holder(host, "/usr/bin/nvidia-persistenced --user nvidia-persistenced", gpus=range(8),
+                                      devices_only=True)
+    job = fleet.start_holder(host, "python3 finetune.py --gpus 0,1", gpus=[0, 1], mib=30000)
+    wait_for_gpu_holders(host, 2)
+    run, result = kill(sim, playbook, host, vars={"gpu_holders": True, "grace_period": 2, "timeout": 6})
+    assert run.rc == 0, run.stdout
+    assert [entry["pid"] for entry in result["killed"]] == [job]
+    assert result["killed"][0]["rule"] == "GPU holder (GPU 0, 1)"
+    assert [(entry["pid"], entry["reason"]) for entry in result["protected"]] == \
+        [(persistenced, "protected GPU infrastructure")]
+    assert [proc.pid for proc in alive(host, "nvidia-persistenced")] == [persistenced]
+
+
+def test_permission_denied_is_a_failure_and_nothing_is_killed(sim, playbook):
+    host = sim.host()
+    fleet.start_server(host, "sglang", tp=2)
+    wait_for_gpu_holders(host, 2)
+    before = processes(host)
+    run, result = kill(sim, playbook, host, vars={"servers": ["sglang"], "become_user": "nobody", "grace_period": 1,
+                                                  "timeout": 3})
+    assert run.rc != 0 and run.status(TASK, host) == "failed"
+    assert result["killed"] == [] and len(result["survivors"]) == len(result["planned"]) > 0
+    assert all(entry["reason"] == "permission denied sending SIGTERM (EPERM)" for entry in result["survivors"])
+    assert "could not be stopped" in result["msg"]
+    assert [proc.pid for proc in processes(host)] == [proc.pid for proc in before]

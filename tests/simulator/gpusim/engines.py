@@ -394,7 +394,7 @@ def launch(argv: list[str]) -> int:
     if args.engine:
         command = _engine_argv(args.engine, args.tp, args.port, args.model)
     else:
-        command = [arg for arg in args.command if arg != "--"]
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
     print(json.dumps({"pid": detach(command, args.knobs, args.log)}))
     sys.stdout.flush()
     os._exit(0)

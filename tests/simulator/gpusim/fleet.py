@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import typing as t
 
@@ -46,17 +48,46 @@ class SimulatorError(Exception):
     pass
 
 
+def _content_hash(directory: str) -> str:
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(name for name in dirs if name != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".pyc"):
+                continue
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, directory).encode() + b"\0")
+            with open(path, "rb") as handle:
+                digest.update(handle.read())
+    return digest.hexdigest()[:16]
+
+
+def _install_tree(source: str, name: str) -> None:
+    """Publish a copy of `source` as LIB/name, atomically: running hosts never see a half-copied tree."""
+    version = os.path.join(paths.LIB, f"{name}-{_content_hash(source)}")
+    if not os.path.isdir(version):
+        staging = tempfile.mkdtemp(prefix=f".{name}-", dir=paths.LIB)
+        shutil.copytree(source, os.path.join(staging, name), ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        try:
+            os.rename(os.path.join(staging, name), version)
+        except OSError:  # another process published the same version first
+            pass
+        shutil.rmtree(staging, ignore_errors=True)
+    link = os.path.join(paths.LIB, name)
+    temporary = f"{link}.{os.getpid()}.tmp"
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    os.symlink(os.path.basename(version), temporary)
+    if os.path.isdir(link) and not os.path.islink(link):
+        shutil.rmtree(link)
+    os.replace(temporary, link)
+
+
 def install_lib() -> None:
     """Copy the simulator package where every host can see it (/run/gpusim/lib inside)."""
-    target = os.path.join(paths.LIB, "gpusim")
-    if os.path.isdir(target):
-        shutil.rmtree(target)
-    shutil.copytree(paths.PACKAGE_DIR, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    fakepkgs = os.path.join(paths.LIB, "fakepkgs")
-    if os.path.isdir(fakepkgs):
-        shutil.rmtree(fakepkgs)
-    shutil.copytree(os.path.join(paths.PACKAGE_DIR, "fakepkgs"), fakepkgs,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    os.makedirs(paths.LIB, exist_ok=True)
+    _install_tree(paths.PACKAGE_DIR, "gpusim")
+    _install_tree(os.path.join(paths.PACKAGE_DIR, "fakepkgs"), "fakepkgs")
 
 
 def _write_script(path: str, template: str, module: str, function: str) -> None:
@@ -344,6 +375,13 @@ def start_server(name: str, engine: str, container: str | None = None, tp: int =
                         "--port", str(port), "--model", model, "--knobs", json.dumps(knobs or {})],
                  container=container)
     return json.loads(result.stdout)["pid"]
+
+
+def start_unit(name: str, unit: str, argv: t.Sequence[str], restart_s: float = 0.5,
+               knobs: dict | None = None) -> int:
+    """A command run as a systemd-like service that restarts it (see gpusim.units); returns the supervisor PID."""
+    return start_detached(name, [PYTHON, "-m", "gpusim.units", "--unit", unit, "--restart-s", str(restart_s), "--",
+                                 *argv], knobs=knobs)
 
 
 def start_holder(name: str, title: str, gpus: t.Sequence[int] = (), mib: int = 0, devices_only: bool = False,

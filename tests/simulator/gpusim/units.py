@@ -44,7 +44,7 @@ def supervise(argv: list[str]) -> int:
     parser.add_argument("--restart-s", type=float, default=0.5)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    command = [arg for arg in args.command if arg != "--"] if args.command[:1] == ["--"] else args.command
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
     cgroup = _cgroup(args.unit)
     namespaces.make_cgroup(cgroup)
     os.makedirs(UNITS_DIR, exist_ok=True)

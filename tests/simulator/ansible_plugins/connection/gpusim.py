@@ -30,6 +30,18 @@ options:
     default: /run/gpusim
     env:
       - name: GPUSIM_ROOT
+  become_success_timeout:
+    description: As for the local connection, which this one extends.
+    type: int
+    default: 10
+    vars:
+      - name: ansible_local_become_success_timeout
+  become_strip_preamble:
+    description: As for the local connection, which this one extends.
+    type: bool
+    default: true
+    vars:
+      - name: ansible_local_become_strip_preamble
 """
 
 import json
