@@ -150,12 +150,22 @@ def resolve_nvidia_smi(path: str | None) -> str:
 
 
 def read_gpus(request: Request) -> _nvidia_smi.Snapshot:
-    backend = request.backend
-    if backend == "auto":
-        backend = "nvml" if _nvml.binding_available() else "nvidia_smi"
-    if backend == "nvml":
-        return _nvml.query(request.timeout)
-    return _nvidia_smi.query(resolve_nvidia_smi(request.nvidia_smi_path), request.timeout)
+    """NVML when asked, or with `auto` when the binding is there; nvidia-smi otherwise.
+
+    With `auto`, an NVML that cannot work here at all (no libnvidia-ml, no binding)
+    falls back to nvidia-smi; NVML's answers about the GPUs (driver not loaded, a
+    lost GPU, a timeout) stand, since nvidia-smi would only say the same or hang.
+    """
+    smi = resolve_nvidia_smi(request.nvidia_smi_path)
+    if request.backend == "nvidia_smi" or (request.backend == "auto" and not _nvml.binding_available()):
+        return _nvidia_smi.query(smi, request.timeout)
+    started = time.monotonic()
+    snapshot = _nvml.query(request.timeout)
+    if request.backend == "nvml" or not snapshot.unavailable:
+        return snapshot
+    fallback = _nvidia_smi.query(smi, max(request.timeout - (time.monotonic() - started), 1.0))
+    fallback.notes.insert(0, f"NVML cannot be used here ({snapshot.problems[0]}); read with nvidia-smi instead")
+    return fallback
 
 
 @dataclass
@@ -315,7 +325,8 @@ def collect(request: Request) -> dict[str, t.Any]:
 
     expected = request.expected_gpu_count
     if expected is not None and len(gpus) < expected and not snapshot.problems:
-        where = f"container {request.container} has" if request.container else "nvidia-smi listed"
+        lister = "NVML" if snapshot.backend == "nvml" else "nvidia-smi"
+        where = f"container {request.container} has" if request.container else f"{lister} listed"
         judge.unknown.append(f"expected {expected} GPUs, {where} {len(gpus)}")
     elif expected is not None and len(gpus) < expected:
         judge.unknown.append(f"expected {expected} GPUs, only {len(gpus)} answered")

@@ -96,6 +96,8 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
     invocations: int = 0
     backend: str = "nvidia_smi"
+    # The backend itself cannot work here (no library or binding), as opposed to GPUs that do not answer.
+    unavailable: bool = False
 
 
 def _number(value: str) -> int | None:
