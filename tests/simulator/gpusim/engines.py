@@ -178,7 +178,9 @@ def _alive(pid: int) -> bool:
 
 def setsid_helper(title_args: list[str] | None, gpu: int, mib: int) -> None:
     """Double fork: a helper in its own session, no longer a descendant of the server."""
-    if os.fork():
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
         return
     os.setsid()
     if os.fork():

@@ -18,7 +18,7 @@ from gpusim.world import DriverUnavailable, World, driver_request, load
 
 DRIVER_NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
                      "Make sure that the latest NVIDIA driver is installed and running.\n\n")
-RESET_IN_USE_TAIL = ("is currently being used by one or more other processes (e.g., Fabric Manager, CUDA "
+RESET_IN_USE_TAIL = ("currently being used by one or more other processes (e.g., Fabric Manager, CUDA "
                      "application, graphics application such as an X server, or a monitoring application such "
                      "as another instance of nvidia-smi). Please first kill all processes using this device and "
                      "all compute applications running in the system.\n")
@@ -42,6 +42,11 @@ class Usage(Exception):
 def _timestamp() -> str:
     now = datetime.datetime.now()
     return now.strftime("%Y/%m/%d %H:%M:%S.") + f"{now.microsecond // 1000:03d}"
+
+
+def nvml_version(driver_version: str) -> str:
+    """NVML's version is the driver's first two components: 590.48.01 -> 590.48, 595.80 -> 595.80."""
+    return ".".join(driver_version.split(".")[:2])
 
 
 def _handle_text(gpu: dict) -> str:
@@ -282,13 +287,13 @@ def main(argv: list[str]) -> int:
         return EXIT_DRIVER_NOT_LOADED
     if world.fault("version_mismatch"):
         sys.stdout.write("Failed to initialize NVML: Driver/library version mismatch\n"
-                         f"NVML library version: {world.profile.driver_version.rsplit('.', 1)[0]}\n")
+                         f"NVML library version: {nvml_version(world.profile.driver_version)}\n")
         return EXIT_VERSION_MISMATCH
     fds = _open_devices(world, check_devices)
     if options["mode"] == "version":
         driver = world.profile.driver_version
-        output, code = (f"NVIDIA-SMI version  : {driver}\nNVML version        : {driver.rsplit('.', 1)[0]}\n"
-                        f"DRIVER version      : {driver}\n"), 0
+        output, code = (f"NVIDIA-SMI version  : {driver}\nNVML version        : {nvml_version(driver)}\n"
+                        f"DRIVER version      : {driver}\nCUDA Version        : {world.profile.cuda_version}\n"), 0
     else:
         handler = {"query-gpu": query_gpus, "query-apps": query_processes, "list": list_gpus, "reset": reset}
         output, code = handler[options["mode"]](world, options, check_devices)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 
 from gpusim import namespaces, paths
@@ -44,7 +45,7 @@ def main(argv: list[str]) -> int:
         vmid = rest[0]
         pid = _container_pid(vmid)
         if vmid not in _vmids():
-            print(f"Configuration file 'nodes/pve/lxc/{vmid}.conf' does not exist", file=sys.stderr)
+            print(f"Configuration file 'nodes/{socket.gethostname()}/lxc/{vmid}.conf' does not exist", file=sys.stderr)
             return 255
         if command == "status":
             print(f"status: {'running' if pid else 'stopped'}")

@@ -26,6 +26,7 @@ class Profile:
     mig_devices: tuple[str, ...] = ()
     default_gpu_count: int = 8
     estimated: tuple[str, ...] = field(default_factory=tuple)
+    cuda_version: str = "13.1"        # the "CUDA Version" line of nvidia-smi --version
 
 
 PROFILES = {
@@ -39,7 +40,9 @@ PROFILES = {
             idle_used_mib=0,
             driver_version="580.105.06",
             capture="h200",
-            estimated=("memory_reserved_mib", "field values other than name, memory and driver (H200 capture)"),
+            estimated=("memory_reserved_mib", "cuda_version",
+                       "field values other than name, memory and driver (H200 capture)"),
+            cuda_version="13.0",
         ),
         Profile("h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", 81559, 479, 0, "590.48.01", "h100-80gb-hbm3"),
         Profile("h200", "NVIDIA H200", 143771, 614, 0, "590.48.01", "h200"),
@@ -47,7 +50,7 @@ PROFILES = {
                 mig_devices=("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb")),
         Profile("h200-mig", "NVIDIA H200", 143771, 614, 55, "590.48.01", "h200-mig", mig=True,
                 mig_devices=("1c.3g.71gb", "2c.3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb")),
-        Profile("l40s", "NVIDIA L40S", 46068, 609, 0, "595.80", "l40s"),
+        Profile("l40s", "NVIDIA L40S", 46068, 609, 0, "595.80", "l40s", cuda_version="13.2"),
     )
 }
 

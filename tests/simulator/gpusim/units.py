@@ -1,6 +1,6 @@
 """A stand-in for systemd services: a supervisor that restarts one unit, and a `systemctl` double.
 
-`python3 -m gpusim.units supervise --unit sglang.service --restart-s 0.5 -- cmd...`
+`python3 -m gpusim.units --unit sglang.service --restart-s 0.5 -- cmd...`
 runs cmd in the cgroup system.slice/<unit> and starts it again whenever it
 exits, like Restart=always. `systemctl stop <unit>` asks the supervisor to
 stop restarting and stop every process of the unit (TERM, then KILL after 5 s),
