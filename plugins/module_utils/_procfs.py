@@ -344,3 +344,60 @@ def container_init(vmid: str, table: t.Mapping[int, Process]) -> Process | None:
                 and process.namespace_pid == 1:
             return process
     return None
+
+
+def file_id(path: str) -> tuple[int, int] | None:
+    """(device, inode) of a file: what identifies it across mount namespaces."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def files_in_use(pid: int, proc: str = PROC) -> set[tuple[int, int]] | None:
+    """(device, inode) of every file the process has open or mapped; None when unreadable."""
+    used: set[tuple[int, int]] = set()
+    fd_dir = f"{proc}/{pid}/fd"
+    try:
+        entries = os.listdir(fd_dir)
+        text = _read_bytes(f"{proc}/{pid}/maps").decode("utf-8", "replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return used
+    except PermissionError:
+        return None
+    for entry in entries:
+        identity = file_id(f"{fd_dir}/{entry}")
+        if identity is not None:
+            used.add(identity)
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) >= 5 and parts[4] != "0":
+            major, minor = (int(part, 16) for part in parts[3].split(":"))
+            used.add((os.makedev(major, minor), int(parts[4])))
+    return used
+
+
+def socket_inodes(pid: int, proc: str = PROC) -> set[int]:
+    """Inodes of the sockets a process has open."""
+    found: set[int] = set()
+    for path in open_files(pid, proc) or []:
+        if path.startswith("socket:["):
+            found.add(int(path[8:-1]))
+    return found
+
+
+def listening_sockets(net_dir: str) -> dict[int, list[int]]:
+    """Port -> inodes of TCP sockets listening on it, from <net_dir>/tcp and tcp6 (one network namespace)."""
+    listening: dict[int, list[int]] = {}
+    for name in ("tcp", "tcp6"):
+        try:
+            text = _read_bytes(f"{net_dir}/{name}").decode("ascii", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A":  # TCP_LISTEN
+                port = int(fields[1].rsplit(":", 1)[1], 16)
+                listening.setdefault(port, []).append(int(fields[9]))
+    return listening

@@ -1,0 +1,130 @@
+#!/usr/bin/python
+# Copyright (c) 2026, gpuops.hygiene contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: server_leftovers
+short_description: Check that inference-server ports are free and remove stale shared memory
+version_added: 0.1.0
+description:
+  - Reports, for each port in O(ports), whether a TCP socket still listens on it and which processes hold it.
+  - Lists the C(/dev/shm) files that stopped engines leave behind (NCCL, torch, Python multiprocessing; see
+    O(servers) and O(shm_patterns)) and removes those no live process has open or mapped. Files are compared by
+    device and inode, so this also holds across mount namespaces.
+  - With O(container), run on a Proxmox node, checks that container's network namespace and C(/dev/shm).
+author:
+  - Gpuops Hygiene Maintainers (@gpuops)
+attributes:
+  check_mode:
+    support: full
+    description: Reports which files would be removed and removes none.
+  diff_mode:
+    support: none
+    description: No diff is produced.
+options:
+  ports:
+    description: TCP ports that must be free (for example the servers' HTTP ports and the torch/NCCL port 29500).
+    type: list
+    elements: int
+    default: []
+  servers:
+    description: Engine presets (as in M(gpuops.hygiene.inference_server_kill)) whose usual C(/dev/shm) file patterns apply.
+    type: list
+    elements: str
+    default: []
+  shm_patterns:
+    description: More file-name globs under C(/dev/shm), such as C(nccl-*). V(*) alone is refused.
+    type: list
+    elements: str
+    default: []
+  remove_stale_shm:
+    description: Remove matching C(/dev/shm) files that no live process has open or mapped.
+    type: bool
+    default: true
+  container:
+    description: A Proxmox container vmid, when run on its node.
+    type: str
+notes:
+  - A file is never removed while any process could not be inspected (for example without root).
+seealso:
+  - module: gpuops.hygiene.inference_server_kill
+"""
+
+EXAMPLES = r"""
+- name: Ports free and stale NCCL/torch shared memory removed after stopping SGLang
+  gpuops.hygiene.server_leftovers:
+    ports: [30000, 29500]
+    servers: [sglang]
+  register: leftovers
+
+- name: Name who still holds a port
+  ansible.builtin.debug:
+    msg: "{{ leftovers.ports | rejectattr('free') | list }}"
+"""
+
+RETURN = r"""
+ports:
+  description: One entry per port.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"port": 30000, "free": false, "holders": [{"pid": 4200, "name": "python3", "vmid": null,
+            "cmdline": "python3 -m sglang.launch_server --port 30000"}]}]
+ports_free:
+  description: Every port in O(ports) is free.
+  returned: always
+  type: bool
+shm:
+  description: Matching C(/dev/shm) files, whether each was stale, removed, or which PIDs use it.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"path": "/dev/shm/nccl-4f2a9c", "stale": true, "removed": true, "users": []}]
+shm_patterns:
+  description: The globs that were applied.
+  returned: always
+  type: list
+  elements: str
+shm_removed:
+  description: Paths removed.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._leftovers import Request, check
+
+
+def main() -> None:
+    argument_spec = dict(
+        ports=dict(type="list", elements="int", default=[]),
+        servers=dict(type="list", elements="str", default=[]),
+        shm_patterns=dict(type="list", elements="str", default=[]),
+        remove_stale_shm=dict(type="bool", default=True),
+        container=dict(type="str"),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+    request = Request(
+        ports=tuple(params["ports"]),
+        servers=tuple(params["servers"]),
+        shm_patterns=tuple(params["shm_patterns"]),
+        remove_stale_shm=params["remove_stale_shm"],
+        container=params["container"],
+        check_mode=module.check_mode,
+    )
+    try:
+        result = check(request)
+    except GpuOpsError as error:
+        module.fail_json(msg=str(error))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

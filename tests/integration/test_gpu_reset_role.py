@@ -1,0 +1,232 @@
+"""The role and the fleet playbooks through ansible-playbook against simulated hosts and Proxmox containers."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from xml.etree import ElementTree
+
+import pytest
+
+from gpusim import fleet
+from gpusim.testing import REPO, alive, processes, run_playbook, wait_for_gpu_holders
+
+RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
+STATUS = os.path.join(REPO, "playbooks", "gpu_status.yml")
+GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
+RECORD = "gpuops.hygiene.gpu_reset : Record the outcome"
+TABLE = "Show the summary table"
+CLIENTS = {"gpu_reset_clients": [r"run_inference\.py"]}
+
+
+def outcome(run, host):
+    return run.result(RECORD, host)["ansible_facts"]["gpu_reset_result"]
+
+
+def table(run):
+    return run.results(TABLE)[0]["result"]["msg"]
+
+
+def busy_host(sim, suffix, **server):
+    host = sim.host(suffix)
+    fleet.start_server(host, "sglang", tp=8, **server)
+    fleet.start_client(host)
+    wait_for_gpu_holders(host, 8)
+    return host
+
+
+def test_reset_two_busy_hosts_and_a_clean_one(sim):
+    first, second = busy_host(sim, "a"), busy_host(sim, "b")
+    idle = sim.host("c")
+    assert len([name for name in os.listdir("/run/gpusim/hosts") if name.startswith(sim.prefix)]) == 3
+    run = run_playbook(RESET, sim.inventory("blackwell"), CLIENTS, limit="blackwell")
+    assert run.rc == 0, run.stdout
+    for host in (first, second):
+        result = outcome(run, host)
+        assert result["verdict"] == "clean", result["message"]
+        assert result["gpus_clean"] == 8 and result["gpus_expected"] == 8
+        assert result["mib_freed"] == 8 * 95944
+        assert result["processes_stopped"] == 12  # client, parent, resource tracker, 8 schedulers, detokenizer
+        assert all(port["free"] for port in result["ports"])
+        assert any(path.startswith("/dev/shm/nccl-") for path in result["shm_removed"])
+        assert result["seconds_to_clean"] is not None and result["seconds_to_clean"] < 30
+        assert alive(host, "sglang") == [] and alive(host, "run_inference") == []
+        assert fleet.run(host, ["sh", "-c", "ls /dev/shm | grep -c nccl- || true"]).stdout.strip() == "0"
+    assert outcome(run, idle)["processes_stopped"] == 0 and outcome(run, idle)["verdict"] == "clean"
+    lines = table(run)
+    assert lines[0].split() == ["HOST", "VERDICT", "GPUS", "CLEAN", "MIB", "FREED", "STOPPED", "SECONDS", "WHY", "NOT",
+                                "CLEAN"]
+    assert lines[-1] == "3 hosts: 3 clean"
+    again = run_playbook(RESET, sim.inventory("blackwell"), CLIENTS, limit="blackwell")
+    assert again.rc == 0
+    assert all(outcome(again, host)["processes_stopped"] == 0 for host in (first, second, idle))
+
+
+def test_a_host_that_stays_busy_fails_with_one_readable_message(sim):
+    host = sim.host()
+    job = fleet.start_holder(host, "python3 train.py --epochs 90", gpus=[2], mib=50000)
+    wait_for_gpu_holders(host, 1)
+    started = time.monotonic()
+    run = run_playbook(RESET, sim.inventory(), {"gpu_reset_wait_timeout": 1})
+    assert run.rc == 2 and time.monotonic() - started < 60
+    message = run.result("Fail when the host is not clean", host)["msg"]
+    assert message == (f"{host}: NOT CLEAN: GPU 2 (00000000:3A:00.0): 50000 MiB used > idle threshold 100 MiB, held by "
+                       f"pid {job} (python3 train.py --epochs 90) in the host")
+    assert outcome(run, host)["verdict"] == "busy" and alive(host, "train.py")
+    assert table(run)[1].split()[:3] == [host, "busy", "7/8"]
+
+
+def test_proxmox_container_is_reset_through_its_node_only(sim):
+    node = sim.node()
+    ct200 = sim.container(node, "200", [0, 1, 2, 3])
+    ct201 = sim.container(node, "201", [4, 5, 6, 7])
+    fleet.start_server(node, "sglang", container="200", tp=4)
+    fleet.start_server(node, "sglang", container="201", tp=4)
+    wait_for_gpu_holders(node, 8)
+    before = alive(node, "sglang", container="201")
+    run = run_playbook(RESET, sim.inventory("blackwell", hosts=[node, ct200, ct201]),
+                       {"gpu_reset_expected_gpu_count": 4}, limit=ct200)
+    assert run.rc == 0, run.stdout
+    result = outcome(run, ct200)
+    assert result["verdict"] == "clean" and result["container"] == "200"
+    assert [gpu["index"] for gpu in result["gpus"]] == [0, 1, 2, 3] and result["mib_freed"] == 4 * 95944
+    assert all(entry["vmid"] == "200" for entry in result["killed"])
+    assert alive(node, "sglang", container="200") == []
+    assert alive(node, "sglang", container="201") == before
+
+
+def test_container_verdict_is_busy_when_another_container_holds_its_gpu(sim):
+    node = sim.node()
+    ct200 = sim.container(node, "200", list(range(8)))
+    sim.container(node, "201", [7])
+    fleet.start_holder(node, "python3 eval.py", gpus=[0], mib=12000, container="201")
+    wait_for_gpu_holders(node, 1)
+    holder = fleet.gpu_state(node)["processes"][0]["pid"]
+    run = run_playbook(RESET, sim.inventory(), {"gpu_reset_wait_timeout": 0.5}, limit=ct200)
+    assert run.rc == 2
+    result = outcome(run, ct200)
+    assert result["verdict"] == "busy"
+    assert f"GPU 7 held outside this container by vmid 201 pid {holder}" in result["reasons"]
+    assert alive(node, "eval.py", container="201"), "a process of another container was touched"
+
+
+def test_check_mode_stops_nothing_and_reports_the_current_verdict(sim):
+    host = busy_host(sim, "a")
+    before = [proc.pid for proc in processes(host)]
+    run = run_playbook(RESET, sim.inventory(), CLIENTS, check=True)
+    result = outcome(run, host)
+    assert result["verdict"] == "busy" and result["check_mode"] is True
+    assert result["message"].endswith("[check mode: nothing was stopped]")
+    planned = run.result("gpuops.hygiene.gpu_reset : Stop the inference servers", host)["planned"]
+    assert planned[0]["role"] == "client" and len(planned) == 12
+    assert [proc.pid for proc in processes(host)] == before
+    assert run.rc == 2
+
+
+def test_leaked_memory_is_diagnosed_and_the_guarded_reset_clears_it(sim):
+    host = sim.host()
+    fleet.leak(host, gpu=5, mib=4096)
+    run = run_playbook(RESET, sim.inventory(), {"gpu_reset_wait_timeout": 0.5})
+    assert run.rc == 2
+    assert outcome(run, host)["reasons"] == ["GPU 5 (00000000:AB:00.0): 4096 MiB used by no process; needs "
+                                             "`nvidia-smi --gpu-reset -i 5` or a reboot"]
+    run = run_playbook(RESET, sim.inventory(), {"gpu_reset_wait_timeout": 0.5, "gpu_reset_reset_leaked_gpus": True})
+    assert run.rc == 0, run.stdout
+    assert outcome(run, host)["verdict"] == "clean"
+    assert run.result("gpuops.hygiene.gpu_reset : Reset GPUs whose memory no process holds", host)["results"][0]["stdout"] \
+        == "GPU 00000000:AB:00.0 was successfully reset."
+
+
+def test_guarded_reset_is_not_tried_while_a_process_holds_a_gpu(sim):
+    host = sim.host()
+    fleet.leak(host, gpu=5, mib=4096)
+    fleet.start_holder(host, "python3 notebook_kernel.py", gpus=[1], mib=2000)
+    wait_for_gpu_holders(host, 1)
+    run = run_playbook(RESET, sim.inventory(), {"gpu_reset_wait_timeout": 0.5, "gpu_reset_reset_leaked_gpus": True})
+    assert run.rc == 2
+    assert run.status("gpuops.hygiene.gpu_reset : Reset GPUs whose memory no process holds", host) == "skipped"
+    assert fleet.gpu_state(host)["used_mib"]["5"] == 4096
+
+
+def test_d_state_holder_fails_with_its_diagnosis_in_bounded_time(sim):
+    host = sim.host()
+    fleet.start_server(host, "sglang", tp=2)
+    wait_for_gpu_holders(host, 2)
+    worker = alive(host, "sglang::scheduler_TP0")[0].pid
+    fleet.freeze(host, [worker])
+    started = time.monotonic()
+    run = run_playbook(RESET, sim.inventory(), {"gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 3,
+                                                "gpu_reset_wait_timeout": 1})
+    assert run.rc == 2 and time.monotonic() - started < 60
+    reasons = outcome(run, host)["reasons"]
+    assert any(f"pid {worker} (sglang::scheduler_TP0) in the host is in uninterruptible sleep (state D" in reason
+               for reason in reasons), reasons
+    assert any(f"pid {worker} (sglang::scheduler_TP0) survived: unkillable" in reason for reason in reasons)
+    fleet.thaw(host)
+
+
+def test_unreachable_host_is_named_and_the_others_finish(sim):
+    host = busy_host(sim, "a")
+    inventory = sim.inventory("blackwell", extra=None) + "        ghost01:\n          ansible_connection: \"gpusim\"\n" \
+        "          gpusim_host: \"ghost01-does-not-exist\"\n"
+    run = run_playbook(RESET, inventory, CLIENTS, limit="blackwell")
+    assert run.rc != 0
+    assert outcome(run, host)["verdict"] == "clean"
+    rows = {line.split()[0]: line.split()[1] for line in table(run)[1:-1]}
+    assert rows == {"ghost01": "unreachable", host: "clean"}
+    assert table(run)[-1] == "2 hosts: 1 clean, 1 unreachable"
+
+
+def test_gpu_status_is_read_only(sim):
+    host = busy_host(sim, "a")
+    before = [proc.pid for proc in processes(host)]
+    run = run_playbook(STATUS, sim.inventory(), {})
+    assert run.rc == 0
+    assert outcome(run, host)["verdict"] == "busy" and outcome(run, host)["verify_only"] is True
+    assert [proc.pid for proc in processes(host)] == before
+    assert table(run)[1].split()[:3] == [host, "busy", "0/8"]
+    failing = run_playbook(STATUS, sim.inventory(), {"gpu_status_fail": True})
+    assert failing.rc == 2
+
+
+def test_gate_writes_junit_and_json_and_fails_on_a_busy_host(sim, tmp_path):
+    clean, busy = sim.host("c"), busy_host(sim, "b")
+    junit, report = tmp_path / "gate.xml", tmp_path / "gate.json"
+    run = run_playbook(GATE, sim.inventory(), {"gpu_gate_junit_path": str(junit), "gpu_gate_report_path": str(report)})
+    assert run.rc == 2
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    failed = [case.get("name") for case in suite.findall("testcase") if case.find("failure") is not None]
+    assert failed == [busy]
+    data = json.loads(report.read_text())
+    assert data["clean"] is False
+    hosts = {entry["host"]: entry for entry in data["hosts"]}
+    assert hosts[clean]["verdict"] == "clean" and hosts[busy]["verdict"] == "busy"
+    fingerprint = hosts[busy]["fingerprint"]
+    assert fingerprint["driver_version"] == "580.105.06"
+    assert [gpu["persistence_mode"] for gpu in fingerprint["gpus"]] == ["Enabled"] * 8
+    assert {gpu["uuid"] for gpu in fingerprint["gpus"]} == {gpu["uuid"] for gpu in fleet.host_config(busy)["gpus"]}
+    assert len(fingerprint["other_gpu_processes"]) == 8
+    assert alive(busy, "sglang::scheduler_TP0"), "the gate must not stop anything"
+    run = run_playbook(GATE, sim.inventory(hosts=[clean]), {"gpu_gate_junit_path": str(junit),
+                                                            "gpu_gate_report_path": str(report)})
+    assert run.rc == 0 and json.loads(report.read_text())["clean"] is True
+
+
+@pytest.mark.parametrize("variables, message", [
+    ({"gpu_reset_expected_gpu_count": "eight"}, "gpu_reset_expected_gpu_count"),
+    ({"gpu_reset_signal": "SIGSTOP"}, "gpu_reset_signal"),
+    ({"gpu_reset_ports": "30000"}, None),
+])
+def test_role_variables_are_checked_by_the_argument_spec(sim, variables, message):
+    host = sim.host()
+    run = run_playbook(RESET, sim.inventory(), variables)
+    if message is None:  # a single port given as a string is converted, as Ansible does for list options
+        assert run.rc == 0, run.stdout
+        return
+    assert run.rc != 0
+    validation = [record for record in run.records if record["task"].startswith("gpuops.hygiene.gpu_reset : Validating")]
+    assert validation and validation[0]["status"] == "failed"
+    assert message in validation[0]["result"]["msg"]
+    assert run.results("gpuops.hygiene.gpu_reset : Stop the inference servers", host) == []
