@@ -53,9 +53,15 @@ class Request:
     backend: str = "auto"
     container: str | None = None
     protect: tuple[str, ...] = ()
+    wait_for: float = 0.0
+    poll_interval: float = 0.25
     proc: str = _procfs.PROC
 
     def validate(self) -> None:
+        if not 0 <= self.wait_for <= 3600:
+            raise GpuOpsError(f"wait_for must be between 0 and 3600 seconds, got {self.wait_for}")
+        if not 0.05 <= self.poll_interval <= 60:
+            raise GpuOpsError(f"poll_interval must be between 0.05 and 60 seconds, got {self.poll_interval}")
         if self.expected_gpu_count is not None and not 1 <= self.expected_gpu_count <= 1024:
             raise GpuOpsError(f"expected_gpu_count must be between 1 and 1024, got {self.expected_gpu_count}")
         if not 0 <= self.idle_threshold_mib <= 1024 * 1024:
@@ -296,6 +302,24 @@ def read_holders(request: Request, table: dict[int, _procfs.Process]) -> tuple[_
     """The GPU snapshot and every process that holds a GPU, as seen in this /proc table."""
     snapshot, holders, _minors = _read(request, table)
     return snapshot, holders
+
+
+def collect_until_clean(request: Request) -> dict[str, t.Any]:
+    """Read and judge; with wait_for, read again every poll_interval until clean or the time is up."""
+    request.validate()
+    started = time.monotonic()
+    deadline = started + request.wait_for
+    polls = 0
+    while True:
+        polls += 1
+        facts = collect(request)
+        now = time.monotonic()
+        if facts["verdict"] == CLEAN or now + request.poll_interval > deadline:
+            break
+        time.sleep(request.poll_interval)
+    facts["polls"] = polls
+    facts["waited_s"] = round(now - started, 3)
+    return facts
 
 
 def collect(request: Request) -> dict[str, t.Any]:

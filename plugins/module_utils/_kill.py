@@ -22,7 +22,7 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _presets, _procfs, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _presets, _procfs, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL")
@@ -256,11 +256,14 @@ def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int,
 class Executor:
     """Sends the signals and waits, within the request's deadlines."""
 
-    def __init__(self, request: Request, log: t.Callable[[str], None]) -> None:
+    def __init__(self, request: Request, log: t.Callable[[str], None], started: float | None = None) -> None:
         self.request = request
         self.log = log
         self.started = time.monotonic()
-        self.deadline = self.started + float(request.timeout or 0)
+        self.deadline = (started or self.started) + float(request.timeout or 0)
+        # SIGKILL after the grace period, but always early enough to leave half the time after it for the final wait.
+        self.grace_deadline = min(self.started + float(request.grace_period or 0),
+                                  self.deadline - (float(request.timeout or 0) - float(request.grace_period or 0)) / 2)
         self.targets: list[Target] = []
 
     def pin(self, target: Target) -> bool:
@@ -348,9 +351,17 @@ def _supervisor_of(process: _procfs.Process, table: dict[int, _procfs.Process]) 
 
 
 def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
-    """Plan and (unless in check mode) stop. Returns the module's result."""
+    """Plan and (unless in check mode) stop, one run per host at a time. Returns the module's result."""
     request.resolve()
+    if request.check_mode:
+        return _run(request, log, time.monotonic())
     started = time.monotonic()
+    # Waiting for another run may take at most half of what is left after the grace period.
+    with _lock.held(_lock.KILL_LOCK, (float(request.timeout or 0) - float(request.grace_period or 0)) / 2):
+        return _run(request, log, started)
+
+
+def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict[str, t.Any]:
     selector = Selector(request)
     table = _procfs.scan(request.proc)
     planned = plan(request, table, selector)
@@ -368,7 +379,7 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
 
     unit_outcome: dict[str, str] = {}
     respawned: list[_procfs.Process] = []
-    executor = Executor(request, log)
+    executor = Executor(request, log, started)
     if not request.check_mode and planned.targets:
         try:
             restarters_left = bool(supervisors) or (bool(units) and not request.stop_units)
@@ -389,7 +400,7 @@ def _stop(request: Request, planned: Plan, units: dict[str, list[Target]], resta
     for target in planned.targets:
         executor.pin(target)
     unit_outcome = stop_units(units, executor, planned.warnings) if request.stop_units and units else {}
-    grace_deadline = executor.started + float(request.grace_period or 0)
+    grace_deadline = executor.grace_deadline
 
     clients = [target for target in planned.targets if target.phase == CLIENT]
     for target in clients:

@@ -70,6 +70,18 @@ options:
         that container was given (its C(/dev/nvidiaN)) and reports memory held there by other containers or by the
         node as held outside the container, which makes the verdict V(busy).
     type: str
+  wait_for:
+    description:
+      - Seconds to keep reading the GPUs until the verdict is V(clean), every O(poll_interval). The facts of the last read
+        are returned, with RV(ansible_facts.gpu_memory.polls) and RV(ansible_facts.gpu_memory.waited_s).
+      - V(0) reads once. Waiting here costs one module run instead of one per poll, which makes
+        M(gpuops.hygiene.gpu_memory_facts) a faster verification loop than O(ignore:until)/O(ignore:retries).
+    type: float
+    default: 0
+  poll_interval:
+    description: Seconds between two reads while waiting (O(wait_for)).
+    type: float
+    default: 0.25
   protect:
     description:
       - More process names to treat as GPU infrastructure, in addition to the built-in list
@@ -101,7 +113,13 @@ EXAMPLES = r"""
     expected_gpu_count: 8
   delegate_to: pve-node-1
 
-- name: Wait until every GPU is idle (MIG baseline of tens of MiB)
+- name: Wait up to 60 s for every GPU to be free, reading every 0.2 s
+  gpuops.hygiene.gpu_memory_facts:
+    expected_gpu_count: 8
+    wait_for: 60
+    poll_interval: 0.2
+
+- name: The same with until and retries (MIG baseline of tens of MiB)
   gpuops.hygiene.gpu_memory_facts:
     expected_gpu_count: 8
     idle_threshold_mib: 64
@@ -317,7 +335,15 @@ ansible_facts:
           type: str
           returned: always
         elapsed_s:
-          description: Seconds the module spent reading.
+          description: Seconds the last read took.
+          type: float
+          returned: always
+        polls:
+          description: How many times the GPUs were read (more than 1 only with O(wait_for)).
+          type: int
+          returned: always
+        waited_s:
+          description: Seconds from the first read to the last.
           type: float
           returned: always
 """
@@ -325,7 +351,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
-from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, collect
+from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, collect_until_clean
 
 
 def main() -> None:
@@ -337,6 +363,8 @@ def main() -> None:
         backend=dict(type="str", default="auto", choices=["auto", "nvidia_smi", "nvml"]),
         container=dict(type="str"),
         protect=dict(type="list", elements="str", default=[]),
+        wait_for=dict(type="float", default=0),
+        poll_interval=dict(type="float", default=0.25),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
@@ -348,9 +376,11 @@ def main() -> None:
         backend=params["backend"],
         container=params["container"],
         protect=tuple(params["protect"]),
+        wait_for=params["wait_for"],
+        poll_interval=params["poll_interval"],
     )
     try:
-        facts = collect(request)
+        facts = collect_until_clean(request)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
     module.exit_json(changed=False, ansible_facts={"gpu_memory": facts})

@@ -230,3 +230,25 @@ def test_role_variables_are_checked_by_the_argument_spec(sim, variables, message
     assert validation and validation[0]["status"] == "failed"
     assert message in validation[0]["result"]["msg"]
     assert run.results("gpuops.hygiene.gpu_reset : Stop the inference servers", host) == []
+
+
+def test_until_and_retries_mode_verifies_the_same_way(sim):
+    host = busy_host(sim, "a")
+    run = run_playbook(RESET, sim.inventory(), dict(CLIENTS, gpu_reset_wait_mode="until", gpu_reset_poll_interval=0.2))
+    assert run.rc == 0, run.stdout
+    result = outcome(run, host)
+    assert result["verdict"] == "clean" and result["mib_freed"] == 8 * 95944
+    assert run.status("gpuops.hygiene.gpu_reset : Wait until every GPU is free (polling inside the module)", host) == "skipped"
+    assert run.status("gpuops.hygiene.gpu_reset : Wait until every GPU is free (until and retries)", host) == "ok"
+
+
+def test_module_wait_ends_at_its_deadline_when_the_gpus_stay_busy(sim):
+    host = sim.host()
+    fleet.start_holder(host, "python3 train.py", gpus=[0], mib=1000)
+    wait_for_gpu_holders(host, 1)
+    started = time.monotonic()
+    run = run_playbook(RESET, sim.inventory(), {"gpu_reset_wait_timeout": 2, "gpu_reset_poll_interval": 0.1})
+    waited = run.result("gpuops.hygiene.gpu_reset : Wait until every GPU is free (polling inside the module)", host)
+    facts = waited["ansible_facts"]["gpu_memory"]
+    assert facts["verdict"] == "busy" and 1.8 <= facts["waited_s"] <= 2.5 and facts["polls"] >= 5
+    assert run.rc == 2 and time.monotonic() - started < 60

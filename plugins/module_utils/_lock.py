@@ -1,0 +1,51 @@
+# Copyright (c) 2026, gpuops.hygiene contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""A host-local lock, so two resets of the same machine never signal processes at the same time.
+
+flock() on a file under /run: the kernel releases it when the holder exits,
+however it exits, so a killed run can never leave the host locked.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import typing as t
+from contextlib import contextmanager
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+
+LOCK_DIR = "/run/gpuops-hygiene"
+KILL_LOCK = LOCK_DIR + "/inference_server_kill.lock"
+
+
+def _holder(fd: int) -> str:
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, 200).decode("utf-8", "replace").strip() or "unknown"
+
+
+@contextmanager
+def held(path: str, timeout: float) -> t.Iterator[float]:
+    """Hold the lock for the block; yield the seconds spent waiting for it. Raises GpuOpsError at the timeout."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    started = time.monotonic()
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - started >= timeout:
+                    raise GpuOpsError(f"another inference_server_kill is stopping processes on this host "
+                                      f"({_holder(fd)}); waited {timeout:.1f} s for it to finish") from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}".encode())
+        yield time.monotonic() - started
+    finally:
+        os.close(fd)
