@@ -193,12 +193,21 @@ class Holder:
     def gpu_indexes(self) -> list[int]:
         return sorted(self.used_mib)
 
+    def location(self) -> str:
+        if self.process is None:
+            return "another PID namespace"
+        return self.process.container.describe() if self.process.container else "the host"
+
+    def family(self) -> tuple[str, str]:
+        """Program name without its trailing number (sglang::scheduler_TP), and where it runs."""
+        name = self.process.name if self.process else self.reported_name
+        return (re.sub(r"\d+$", "", name or ""), self.location())
+
     def describe(self) -> str:
         if self.process is None:
             name = self.reported_name or "unknown process"
             return f"pid {self.pid} ({name}, not visible from here: another PID namespace)"
-        where = self.process.container.describe() if self.process.container else "the host"
-        return f"pid {self.pid} ({self.process.cmdline[:80]}) in {where}"
+        return f"pid {self.pid} ({self.process.cmdline[:80]}) in {self.location()}"
 
     def to_dict(self, booted_at: float, proc: str) -> dict[str, t.Any]:
         process = self.process
@@ -360,9 +369,11 @@ def collect(request: Request) -> dict[str, t.Any]:
     in_scope_indexes = {gpu.index for gpu in gpus}
     gpu_facts = []
     named: set[int] = set()
+    held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]] = []
     for gpu in gpus:
         gpu_holders = [holder for holder in holders.values() if gpu.index in holder.used_mib]
-        gpu_facts.append(_judge_gpu(gpu, gpu_holders, request, judge, named))
+        gpu_facts.append(_judge_gpu(gpu, gpu_holders, request, judge, named, held))
+    judge.busy[:0] = held_reasons(held, request.idle_threshold_mib)
 
     for holder in sorted(holders.values(), key=lambda holder: holder.pid):
         shared = sorted(in_scope_indexes & set(holder.used_mib))
@@ -405,9 +416,44 @@ def collect(request: Request) -> dict[str, t.Any]:
     }
 
 
+def _span(numbers: list[int]) -> str:
+    consecutive = all(later == earlier + 1 for earlier, later in zip(numbers, numbers[1:]))
+    return f"{numbers[0]}-{numbers[-1]}" if consecutive and len(numbers) > 2 else ", ".join(map(str, numbers))
+
+
+def held_reasons(held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]], threshold: int) -> list[str]:
+    """One reason per GPU held over the threshold, with neighbours held alike (a TP group) said once."""
+    groups: list[list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]]] = []
+    for record in held:
+        gpu, used, owners = record
+        if groups and len(owners) == 1:
+            last_gpu, last_used, last_owners = groups[-1][-1]
+            if len(last_owners) == 1 and last_used == used and last_gpu.index + 1 == gpu.index \
+                    and last_owners[0].family() == owners[0].family():
+                groups[-1].append(record)
+                continue
+        groups.append([record])
+    reasons = []
+    for group in groups:
+        gpu, used, owners = group[0]
+        if len(group) == 1:
+            label = f"GPU {gpu.index}" + (f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else "")
+            reasons.append(f"{label}: {used} MiB used > idle threshold {threshold} MiB, "
+                           f"held by {'; '.join(holder.describe() for holder in owners)}")
+            continue
+        holders = [record[2][0] for record in group]
+        names = [(holder.process.name if holder.process else holder.reported_name) or "?" for holder in holders]
+        family, where = holders[0].family()
+        suffixes = [name[len(family):] for name in names]
+        who = f"{family}{suffixes[0]}-{suffixes[-1]}" if all(suffix.isdigit() for suffix in suffixes) else ", ".join(names)
+        reasons.append(f"GPUs {_span([record[0].index for record in group])}: {used} MiB used each > idle threshold "
+                       f"{threshold} MiB, held by pids {_span([holder.pid for holder in holders])} ({who}) in {where}")
+    return reasons
+
+
 def _judge_gpu(gpu: _nvidia_smi.GpuRow, holders: list[Holder], request: Request, judge: Judge,
-               named: set[int]) -> dict[str, t.Any]:
-    """Judge one GPU; add the PIDs its reasons name to `named`."""
+               named: set[int], held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]]) -> dict[str, t.Any]:
+    """Judge one GPU; add the PIDs its reasons name to `named` and a GPU held over the threshold to `held`."""
     label = f"GPU {gpu.index}" + (f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else "")
     used = gpu.memory_used_mib
     if used is None:
@@ -421,8 +467,7 @@ def _judge_gpu(gpu: _nvidia_smi.GpuRow, holders: list[Holder], request: Request,
     if over and listed:
         owners = [holder for holder in listed if not holder.protected] or listed
         named.update(holder.pid for holder in owners)
-        judge.busy.append(f"{label}: {used} MiB used > idle threshold {request.idle_threshold_mib} MiB, "
-                          f"held by {'; '.join(holder.describe() for holder in owners)}")
+        held.append((gpu, used, owners))
     elif over:
         judge.busy.append(f"{label}: {used} MiB used by no process; needs `nvidia-smi --gpu-reset -i {gpu.index}` "
                           "or a reboot")

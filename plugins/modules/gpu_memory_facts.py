@@ -141,209 +141,122 @@ ansible_facts:
       type: dict
       contains:
         verdict:
-          description: V(clean), V(busy) or V(unknown).
+          description: "V(clean), V(busy) or V(unknown)."
           type: str
           returned: always
-          choices: [clean, busy, unknown]
-          sample: busy
+          choices: ["clean", "busy", "unknown"]
+          sample: "busy"
         reasons:
-          description: Why the verdict is not V(clean), one sentence each; empty when clean.
+          description: "Why the verdict is not V(clean), one sentence each; empty when clean."
           type: list
           elements: str
           returned: always
           sample: ["GPU 3 (00000000:3B:00.0): 95944 MiB used > idle threshold 100 MiB, held by pid 4242 (sglang::scheduler_TP3) in container 200"]
         backend:
-          description: V(nvidia_smi) or V(nvml).
+          description: "V(nvidia_smi) or V(nvml)."
           type: str
           returned: always
         driver_version:
-          description: The NVIDIA driver version, when known.
+          description: "The NVIDIA driver version, when known."
           type: str
           returned: always
         expected_gpu_count:
-          description: The value of O(expected_gpu_count).
+          description: "The value of O(expected_gpu_count)."
           type: int
           returned: always
         gpu_count:
-          description: How many GPUs in scope answered.
+          description: "How many GPUs in scope answered."
           type: int
           returned: always
         idle_threshold_mib:
-          description: The threshold used.
+          description: "The threshold used."
           type: int
           returned: always
         scope:
-          description: What was judged.
+          description: "What was judged."
           type: dict
           returned: always
-          contains:
-            container:
-              description: The vmid of O(container), or null for the whole host.
-              type: str
-            gpu_indexes:
-              description: Indexes of the GPUs in scope.
-              type: list
-              elements: int
-            init_pid:
-              description: Node PID of the container's init (only with O(container)).
-              type: int
-              returned: when O(container) is set and the container runs
           sample: {"container": "200", "gpu_indexes": [0, 1, 2, 3, 4, 5, 6, 7], "init_pid": 31337}
+          contains:
+            container: {description: "The vmid of O(container), or null for the whole host.", type: str}
+            gpu_indexes: {description: "Indexes of the GPUs in scope.", type: list, elements: int}
+            init_pid: {description: "Node PID of the container's init.", type: int, returned: "with O(container), when it runs"}
         gpus:
-          description: One entry per GPU in scope.
+          description: "One entry per GPU in scope."
           type: list
           elements: dict
           returned: always
           contains:
-            index:
-              description: GPU index as C(nvidia-smi) numbers it.
-              type: int
-            uuid:
-              description: GPU UUID.
-              type: str
-            name:
-              description: Product name.
-              type: str
-              sample: NVIDIA RTX PRO 6000 Blackwell Server Edition
-            pci_bus_id:
-              description: PCI address.
-              type: str
-              sample: "00000000:18:00.0"
-            memory_total_mib:
-              description: Total memory.
-              type: int
-              sample: 97887
-            memory_reserved_mib:
-              description: Memory the driver reserves; null on drivers that do not report it.
-              type: int
-            memory_used_mib:
-              description: Memory in use; null when C(nvidia-smi) printed a token instead of a number.
-              type: int
-              sample: 95944
-            memory_free_mib:
-              description: Free memory.
-              type: int
-            persistence_mode:
-              description: V(Enabled) or V(Disabled).
-              type: str
-            mig_mode:
-              description: V(Enabled), V(Disabled), or null where MIG is not supported.
-              type: str
-            ecc_uncorrected_volatile:
-              description: Uncorrected ECC errors since the driver loaded; null where not supported.
-              type: int
-            remapped_rows_pending:
-              description: Whether row remapping waits for a GPU reset; null where not supported.
-              type: bool
-            recovery_action:
-              description: What the driver says the GPU needs (V(None), V(Reset), V(Reboot), ...).
-              type: str
-            requires_reset:
-              description: The driver reports that this GPU needs a reset.
-              type: bool
-            tokens:
-              description: Fields for which C(nvidia-smi) printed a bracketed token (such as C([Insufficient Permissions])).
-              type: dict
-            holder_pids:
-              description: PIDs of the processes that hold this GPU.
-              type: list
-              elements: int
-            unattributed:
-              description: Memory above the threshold is used but no process holds it (leaked).
-              type: bool
-            clean:
-              description: This GPU alone would be judged clean.
-              type: bool
+            index: {description: "GPU index as C(nvidia-smi) numbers it.", type: int}
+            uuid: {description: "GPU UUID.", type: str}
+            name: {description: "Product name.", type: str, sample: "NVIDIA RTX PRO 6000 Blackwell Server Edition"}
+            pci_bus_id: {description: "PCI address.", type: str, sample: "00000000:18:00.0"}
+            memory_total_mib: {description: "Total memory.", type: int, sample: 97887}
+            memory_reserved_mib: {description: "Memory the driver reserves; null on drivers that do not report it.", type: int}
+            memory_used_mib: {description: "Memory in use; null when C(nvidia-smi) printed a token instead of a number.", type: int, sample: 95944}
+            memory_free_mib: {description: "Free memory.", type: int}
+            persistence_mode: {description: "V(Enabled) or V(Disabled).", type: str}
+            mig_mode: {description: "V(Enabled), V(Disabled), or null where MIG is not supported.", type: str}
+            ecc_uncorrected_volatile: {description: "Uncorrected ECC errors since the driver loaded; null where not supported.", type: int}
+            remapped_rows_pending: {description: "Whether row remapping waits for a GPU reset; null where not supported.", type: bool}
+            recovery_action: {description: "What the driver says the GPU needs (V(None), V(Reset), V(Reboot), ...).", type: str}
+            requires_reset: {description: "The driver reports that this GPU needs a reset.", type: bool}
+            tokens: {description: "Fields for which C(nvidia-smi) printed a bracketed token (such as C([Insufficient Permissions])).", type: dict}
+            holder_pids: {description: "PIDs of the processes that hold this GPU.", type: list, elements: int}
+            unattributed: {description: "Memory above the threshold is used but no process holds it (leaked).", type: bool}
+            clean: {description: "This GPU alone would be judged clean.", type: bool}
         holders:
           description:
-            - Processes that hold GPU memory (listed by the driver) or have C(/dev/nvidia*) open.
+            - "Processes that hold GPU memory (listed by the driver) or have C(/dev/nvidia*) open."
           type: list
           elements: dict
           returned: always
           contains:
-            pid:
-              description: PID as the driver reports it (host PID), or as seen here for device-file holders.
-              type: int
+            pid: {description: "PID as the driver reports it (host PID), or as seen here for device-file holders.", type: int}
             visible:
               description:
-                - Whether the PID is a process visible from where the module ran. False for a PID from another PID
-                  namespace (the driver reports host PIDs even inside containers); the other fields are then null.
+                - Whether the PID is a process visible from where the module ran; the other fields are null when not.
+                - False for a PID from another PID namespace (the driver reports host PIDs even inside containers).
               type: bool
-            ppid:
-              description: Parent PID.
-              type: int
-            name:
-              description: Program name (first word of the command line, without directories).
-              type: str
-              sample: sglang::scheduler_TP3
-            cmdline:
-              description: Full command line.
-              type: str
-            state:
-              description: Process state letter (R, S, D, Z, T, ...).
-              type: str
-            user:
-              description: Owner of the process.
-              type: str
-            start_time:
-              description: When the process started (UTC, ISO 8601).
-              type: str
-            container:
-              description: The container the process belongs to (C(runtime), C(id)), or null.
-              type: dict
-              sample: {"runtime": "lxc", "id": "200"}
-            vmid:
-              description: Proxmox vmid for LXC containers, else null.
-              type: str
-            namespace_pid:
-              description: PID inside the process's own PID namespace.
-              type: int
-            wchan:
-              description: Kernel function the process waits in, for processes in state D.
-              type: str
-            gpus:
-              description: GPUs held, with C(index) and C(used_mib) (0 for device-file holders).
-              type: list
-              elements: dict
-            used_mib_total:
-              description: Memory held on all GPUs.
-              type: int
-            devices:
-              description: The C(/dev/nvidia*) files the process has open.
-              type: list
-              elements: str
-            listed_by_driver:
-              description: The driver lists the process as holding GPU memory.
-              type: bool
-            protected:
-              description: The process is GPU infrastructure (see O(protect)).
-              type: bool
-            in_scope:
-              description: The process belongs to the container in O(container) (always true without it).
-              type: bool
+            ppid: {description: "Parent PID.", type: int}
+            name: {description: "Program name (first word of the command line, without directories).", type: str, sample: "sglang::scheduler_TP3"}
+            cmdline: {description: "Full command line.", type: str}
+            state: {description: "Process state letter (R, S, D, Z, T, ...).", type: str}
+            user: {description: "Owner of the process.", type: str}
+            start_time: {description: "When the process started (UTC, ISO 8601).", type: str}
+            container: {description: "The container the process belongs to (C(runtime), C(id)), or null.", type: dict, sample: {"runtime": "lxc", "id": "200"}}
+            vmid: {description: "Proxmox vmid for LXC containers, else null.", type: str}
+            namespace_pid: {description: "PID inside the process's own PID namespace.", type: int}
+            wchan: {description: "Kernel function the process waits in, for processes in state D.", type: str}
+            gpus: {description: "GPUs held, with C(index) and C(used_mib) (0 for device-file holders).", type: list, elements: dict}
+            used_mib_total: {description: "Memory held on all GPUs.", type: int}
+            devices: {description: "The C(/dev/nvidia*) files the process has open.", type: list, elements: str}
+            listed_by_driver: {description: "The driver lists the process as holding GPU memory.", type: bool}
+            protected: {description: "The process is GPU infrastructure (see O(protect)).", type: bool}
+            in_scope: {description: "The process belongs to the container in O(container) (always true without it).", type: bool}
         notes:
-          description: Remarks that do not change the verdict, such as a fallback for an older driver.
+          description: "Remarks that do not change the verdict, such as a fallback for an older driver."
           type: list
           elements: str
           returned: always
         nvidia_smi_calls:
-          description: How many times C(nvidia-smi) ran (0 with NVML).
+          description: "How many times C(nvidia-smi) ran (0 with NVML)."
           type: int
           returned: always
         collected_at:
-          description: When the facts were read (UTC, ISO 8601).
+          description: "When the facts were read (UTC, ISO 8601)."
           type: str
           returned: always
         elapsed_s:
-          description: Seconds the last read took.
+          description: "Seconds the last read took."
           type: float
           returned: always
         polls:
-          description: How many times the GPUs were read (more than 1 only with O(wait_for)).
+          description: "How many times the GPUs were read (more than 1 only with O(wait_for))."
           type: int
           returned: always
         waited_s:
-          description: Seconds from the first read to the last.
+          description: "Seconds from the first read to the last."
           type: float
           returned: always
 """

@@ -82,7 +82,7 @@ def reset_result(before: t.Mapping[str, t.Any] | None, host: str, kill: t.Mappin
 
     seconds = None
     started, ended = _when((first or last).get("collected_at")), _when(last.get("collected_at"))
-    if verdict == CLEAN and started and ended and after:
+    if verdict == CLEAN and started and ended and _facts(after) is not None:
         seconds = round((ended - started).total_seconds() + float(last.get("elapsed_s") or 0), 2)
 
     gpu_reset = gpu_reset or {}
@@ -143,6 +143,14 @@ def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[di
     return found
 
 
+def _why(reasons: list[str], width: int = 100) -> str:
+    """The first reason, shortened, and how many more there are (the full text is in the host's message)."""
+    if not reasons:
+        return ""
+    first = reasons[0] if len(reasons[0]) <= width else reasons[0][: width - 3] + "..."
+    return first + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
+
+
 def _cell(value: t.Any) -> str:
     return "-" if value is None else str(value)
 
@@ -160,7 +168,7 @@ def summary_table(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
             _cell(result.get("mib_freed")),
             _cell(result.get("processes_stopped")),
             _cell(result.get("seconds_to_clean")),
-            "; ".join(result.get("reasons") or [])[:120],
+            _why(result.get("reasons") or []),
         ])
     header = ["HOST", "VERDICT", "GPUS CLEAN", "MIB FREED", "STOPPED", "SECONDS", "WHY NOT CLEAN"]
     widths = [max(len(str(row[index])) for row in rows + [header]) for index in range(len(header))]

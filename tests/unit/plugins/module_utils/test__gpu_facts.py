@@ -1,0 +1,67 @@
+"""Judging GPUs: grouped reasons, protection by name, and request validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _nvidia_smi, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+
+
+def process(pid, title, comm=None, cgroups=("/",), nspid=None):
+    return _procfs.Process(pid=pid, ppid=1, pgid=pid, sid=pid, state="S", comm=comm or title[:15], argv=(title,),
+                           start_ticks=1, flags=0, threads=1, uid=0, nspid=nspid or (pid,), cgroups=cgroups)
+
+
+def held(index, used, *owners):
+    return (_nvidia_smi.GpuRow(index=index, pci_bus_id=f"00000000:{index:02X}:00.0"), used, list(owners))
+
+
+def holder(pid, title, **kwargs):
+    return _gpu_facts.Holder(pid=pid, process=process(pid, title, **kwargs), listed_by_driver=True)
+
+
+def test_a_tp_group_is_one_reason():
+    records = [held(index, 95944, holder(100 + index, f"VLLM::Worker_TP{index}")) for index in range(4)]
+    assert _gpu_facts.held_reasons(records, 100) == [
+        "GPUs 0-3: 95944 MiB used each > idle threshold 100 MiB, held by pids 100-103 (VLLM::Worker_TP0-3) in the host"]
+
+
+def test_groups_break_on_size_gap_family_and_place():
+    lxc = ("/lxc/200/ns",)
+    records = [
+        held(0, 95944, holder(10, "sglang::scheduler_TP0")),
+        held(1, 95944, holder(11, "sglang::scheduler_TP1")),
+        held(2, 50000, holder(12, "sglang::scheduler_TP2")),          # other size
+        held(4, 50000, holder(13, "sglang::scheduler_TP3")),          # not adjacent
+        held(5, 50000, holder(14, "python3 train.py")),               # other program
+        held(6, 50000, holder(15, "python3 train.py", cgroups=lxc, nspid=(15, 7))),  # other place
+        held(7, 100, holder(16, "a"), holder(17, "b")),               # two holders
+    ]
+    reasons = _gpu_facts.held_reasons(records, 10)
+    assert reasons[0] == "GPUs 0, 1: 95944 MiB used each > idle threshold 10 MiB, held by pids 10, 11 (sglang::scheduler_TP0-1) in the host"
+    assert reasons[1].startswith("GPU 2 (00000000:02:00.0): 50000 MiB used > idle threshold 10 MiB, held by pid 12")
+    assert [reason.split(":")[0] for reason in reasons[2:]] == ["GPU 4 (00000000", "GPU 5 (00000000", "GPU 6 (00000000",
+                                                                "GPU 7 (00000000"]
+    assert reasons[4].endswith("in container 200")
+    assert reasons[5].endswith("pid 16 (a) in the host; pid 17 (b) in the host")
+
+
+def test_protection_by_name_and_by_long_comm():
+    names = frozenset(_gpu_facts.DEFAULT_PROTECTED)
+    assert _gpu_facts.is_protected(process(1, "/usr/bin/nvidia-persistenced", comm="nvidia-persiste"), names)
+    assert _gpu_facts.is_protected(process(2, "", comm="nvidia-persiste"), names)
+    assert not _gpu_facts.is_protected(process(3, "python3 nvidia-persistenced.py", comm="python3"), names)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"wait_for": -1}, "wait_for must be between 0 and 3600 seconds, got -1"),
+    ({"poll_interval": 0.001}, "poll_interval must be between 0.05 and 60 seconds, got 0.001"),
+    ({"backend": "dcgm"}, "backend must be one of auto, nvidia_smi, nvml, got 'dcgm'"),
+    ({"nvidia_smi_path": ""}, "nvidia_smi_path must be a non-empty path"),
+    ({"timeout": float("nan")}, "timeout must be more than 0 and at most 3600 seconds, got nan"),
+])
+def test_request_validation(fields, message):
+    with pytest.raises(GpuOpsError) as error:
+        _gpu_facts.Request(**fields).validate()
+    assert str(error.value) == message
