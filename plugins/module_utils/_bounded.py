@@ -15,6 +15,7 @@ import json
 import os
 import select
 import signal
+import sys
 import time
 import typing as t
 
@@ -40,6 +41,12 @@ def _reap(pid: int, wait_s: float) -> None:
         time.sleep(0.01)
 
 
+def _write_all(fd: int, payload: str) -> None:
+    data = payload.encode("utf-8")
+    while data:
+        data = data[os.write(fd, data):]
+
+
 def call(work: t.Callable[[], t.Any], timeout: float) -> t.Any:
     """Return work()'s JSON-serialisable result, or raise TimeLimitExceeded."""
     read_end, write_end = os.pipe()
@@ -52,11 +59,14 @@ def call(work: t.Callable[[], t.Any], timeout: float) -> t.Any:
                 payload = json.dumps({"result": work()})
             except GpuOpsError as error:
                 payload = json.dumps({"error": str(error)})
-            data = payload.encode("utf-8")
-            while data:
-                data = data[os.write(write_end, data):]
+            _write_all(write_end, payload)
             status = 0
         finally:
+            if status:
+                # An unexpected exception is on its way out: tell the parent what it was.
+                unexpected = sys.exc_info()[1]
+                if unexpected is not None:
+                    _write_all(write_end, json.dumps({"error": f"{type(unexpected).__name__}: {unexpected}"}))
             os._exit(status)
 
     os.close(write_end)

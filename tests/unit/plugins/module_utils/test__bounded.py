@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -22,9 +23,14 @@ def test_collection_errors_cross_the_fork():
         _bounded.call(fail, timeout=5)
 
 
-def test_unexpected_errors_do_not_escape_the_child():
-    with pytest.raises(GpuOpsError, match="died without an answer"):
+def test_unexpected_errors_do_not_escape_the_child_but_are_named():
+    with pytest.raises(GpuOpsError, match="^ZeroDivisionError: division by zero$"):
         _bounded.call(lambda: 1 / 0, timeout=5)
+
+
+def test_a_child_that_dies_silently():
+    with pytest.raises(GpuOpsError, match="died without an answer"):
+        _bounded.call(lambda: os._exit(3), timeout=5)
 
 
 def test_catastrophic_backtracking_is_cut_at_the_deadline():
