@@ -266,7 +266,8 @@ def find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Proces
     index_of_uuid = {gpu.uuid: gpu.index for gpu in snapshot.gpus if gpu.uuid}
     protected = request.protected_names
     holders: dict[int, Holder] = {}
-    devices_of: dict[int, list[str] | None] = {pid: _procfs.nvidia_devices(pid, request.proc) for pid in table}
+    ours = _procfs.nvidia_device_files()
+    devices_of: dict[int, list[str] | None] = {pid: _procfs.nvidia_devices(pid, ours, request.proc) for pid in table}
 
     for entry in snapshot.processes:
         holder = holders.setdefault(entry.pid, Holder(pid=entry.pid, process=None))

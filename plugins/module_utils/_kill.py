@@ -524,6 +524,7 @@ def _result(request: Request, planned: Plan, executor: Executor, units: dict[str
     stopped_unit = any(outcome.startswith("stopped") for outcome in unit_outcome.values())
     return {
         "changed": bool(planned.targets) if request.check_mode else (signalled or stopped_unit),
+        "check_mode": request.check_mode,
         "planned": planned_entries,
         "killed": killed,
         "survivors": survivors,

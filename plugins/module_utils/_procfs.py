@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import stat
 import typing as t
 from dataclasses import dataclass
 
@@ -303,12 +304,65 @@ def mapped_files(pid: int, proc: str = PROC) -> list[str] | None:
     return paths
 
 
-def nvidia_devices(pid: int, proc: str = PROC) -> list[str] | None:
-    """The /dev/nvidia* files the process has open; None when unreadable."""
-    files = open_files(pid, proc)
-    if files is None:
+def device_identity(info: os.stat_result) -> tuple[int, ...]:
+    """What a device file is: its device number for a real device node, else the file itself."""
+    if stat.S_ISCHR(info.st_mode):
+        return (0, info.st_rdev)
+    return (1, info.st_dev, info.st_ino)
+
+
+def nvidia_device_files(dev: str = "/dev") -> dict[tuple[int, ...], str]:
+    """The NVIDIA device files of this machine (as this mount namespace sees them), by identity."""
+    found: dict[tuple[int, ...], str] = {}
+    try:
+        names = [name for name in os.listdir(dev) if name.startswith("nvidia")]
+    except OSError:
+        return found
+    for name in names:
+        path = f"{dev}/{name}"
+        paths = [f"{path}/{entry}" for entry in _listdir(path)] if os.path.isdir(path) else [path]
+        for candidate in paths:
+            if NVIDIA_DEVICE.match("/dev/" + candidate[len(dev) + 1:]):
+                try:
+                    found[device_identity(os.stat(candidate))] = "/dev/" + candidate[len(dev) + 1:]
+                except OSError:
+                    continue
+    return found
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def nvidia_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str = PROC) -> list[str] | None:
+    """This machine's NVIDIA device files the process has open (named as here); None when unreadable.
+
+    An open file counts only when it is one of `devices`: another mount namespace may
+    have its own file called /dev/nvidia0 that is not a GPU of this machine.
+    """
+    fd_dir = f"{proc}/{pid}/fd"
+    try:
+        entries = os.listdir(fd_dir)
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    except PermissionError:
         return None
-    return sorted({path for path in files if NVIDIA_DEVICE.match(path)})
+    found = set()
+    for entry in entries:
+        try:
+            if not NVIDIA_DEVICE.match(os.readlink(f"{fd_dir}/{entry}")):
+                continue
+            name = devices.get(device_identity(os.stat(f"{fd_dir}/{entry}")))
+        except PermissionError:
+            return None
+        except OSError:
+            continue
+        if name:
+            found.add(name)
+    return sorted(found)
 
 
 def boot_time(proc: str = PROC) -> float:

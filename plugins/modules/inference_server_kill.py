@@ -141,6 +141,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+check_mode:
+  description: Whether the module ran in check mode (planned only, nothing sent).
+  returned: always
+  type: bool
 planned:
   description: The targets in stopping order, with the rule that selected each and the signals planned first.
   returned: always

@@ -119,6 +119,8 @@ def reset_result(before: t.Mapping[str, t.Any] | None, host: str, kill: t.Mappin
         "mib_freed": freed,
         "processes_stopped": len(killed),
         "killed": killed,
+        "would_stop": [dict((key, entry.get(key)) for key in ("pid", "name", "cmdline", "vmid", "rule", "role"))
+                       for entry in kill.get("planned", [])] if check_mode else [],
         "survivors": kill.get("survivors", []),
         "ports": leftovers.get("ports", []),
         "shm_removed": leftovers.get("shm_removed", []),

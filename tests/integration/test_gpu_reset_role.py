@@ -120,8 +120,22 @@ def test_check_mode_stops_nothing_and_reports_the_current_verdict(sim):
     assert result["message"].endswith("[check mode: nothing was stopped]")
     planned = run.result("gpuops.hygiene.gpu_reset : Stop the inference servers", host)["planned"]
     assert planned[0]["role"] == "client" and len(planned) == 12
+    assert [entry["pid"] for entry in result["would_stop"]] == [entry["pid"] for entry in planned]
     assert [proc.pid for proc in processes(host)] == before
     assert run.rc == 2
+
+
+def test_check_mode_set_on_the_play_is_honoured_too(sim, playbook):
+    host = busy_host(sim, "a")
+    before = [proc.pid for proc in processes(host)]
+    started = time.monotonic()
+    run = run_playbook(playbook("role_check_mode.yml"), sim.inventory(), dict(CLIENTS, gpu_reset_wait_timeout=30))
+    assert run.rc == 0, run.stdout
+    result = outcome(run, host)
+    assert result["check_mode"] is True and result["verdict"] == "busy" and len(result["would_stop"]) == 12
+    assert run.status("gpuops.hygiene.gpu_reset : Wait until every GPU is free (polling inside the module)", host) == "skipped"
+    assert time.monotonic() - started < 25, "check mode must not wait for GPUs that nothing is freeing"
+    assert [proc.pid for proc in processes(host)] == before
 
 
 def test_leaked_memory_is_diagnosed_and_the_guarded_reset_clears_it(sim):
