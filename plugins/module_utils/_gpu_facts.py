@@ -73,7 +73,7 @@ class Request:
         if self.container is not None:
             validate_vmid(self.container)
         for name in self.protect:
-            if not _PROTECT_NAME.match(name):
+            if not _PROTECT_NAME.fullmatch(name):
                 raise GpuOpsError(f"protect entries are process names (no '/', 1-255 characters), got {name!r}")
         if self.nvidia_smi_path is not None and ("\x00" in self.nvidia_smi_path or not self.nvidia_smi_path):
             raise GpuOpsError("nvidia_smi_path must be a non-empty path")
@@ -84,7 +84,7 @@ class Request:
 
 
 def validate_vmid(value: str) -> str:
-    if not _VMID.match(value):
+    if not _VMID.fullmatch(value):
         raise GpuOpsError(f"container must be a Proxmox vmid (a positive integer such as 200), got {value!r}")
     return value
 
@@ -470,8 +470,10 @@ def _judge_gpu(gpu: _nvidia_smi.GpuRow, holders: list[Holder], request: Request,
         named.update(holder.pid for holder in owners)
         held.append((gpu, used, owners))
     elif over:
+        baseline = (" (or, with MIG enabled, this is the idle baseline of tens of MiB: raise idle_threshold_mib)"
+                    if gpu.mig_mode == "Enabled" and used < 1024 else "")
         judge.busy.append(f"{label}: {used} MiB used by no process; needs `nvidia-smi --gpu-reset -i {gpu.index}` "
-                          "or a reboot")
+                          f"or a reboot{baseline}")
     clean = used is not None and not over and not gpu.requires_reset and \
         all(holder.protected for holder in holders)
     return {

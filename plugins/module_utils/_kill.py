@@ -135,7 +135,7 @@ class Selector:
         self.presets = _presets.select(request.servers)
         self.protected_names = frozenset(_gpu_facts.DEFAULT_PROTECTED) | frozenset(request.protect)
         self.ancestors = _procfs.self_and_ancestors(request.proc)
-        self.gpu_holders: dict[int, str] = {}
+        self.gpu_holders: dict[tuple[int, int], str] = {}
 
     def read_gpu_holders(self, table: dict[int, _procfs.Process], plan: Plan) -> None:
         facts_request = _gpu_facts.Request(nvidia_smi_path=self.request.nvidia_smi_path, backend="nvidia_smi",
@@ -143,10 +143,10 @@ class Selector:
         snapshot, holders = _gpu_facts.read_holders(facts_request, table)
         if snapshot.problems:
             plan.warnings.append("GPU holders are known from /dev/nvidia* only: " + "; ".join(snapshot.problems))
-        for pid, holder in holders.items():
+        for holder in holders.values():
             if holder.process is not None:
                 where = ", ".join(map(str, holder.gpu_indexes)) or "devices " + ", ".join(holder.devices)
-                self.gpu_holders[pid] = f"GPU holder ({'GPU ' + where if holder.gpu_indexes else where})"
+                self.gpu_holders[holder.process.identity] = f"GPU holder ({'GPU ' + where if holder.gpu_indexes else where})"
 
     def pattern_matches(self, table: dict[int, _procfs.Process]) -> dict[int, str]:
         """pid -> rule for user patterns and clients, matched in a child with a deadline."""
@@ -204,8 +204,8 @@ class Selector:
             return preset_rule, ROOT
         if pattern_rule and not bystander:
             return pattern_rule, ROOT
-        if process.pid in self.gpu_holders:
-            return self.gpu_holders[process.pid], ROOT
+        if process.identity in self.gpu_holders:
+            return self.gpu_holders[process.identity], ROOT
         return None
 
 
@@ -243,6 +243,12 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
 def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int, Target], result: Plan,
               selector: Selector) -> None:
     if process.pid in chosen or any(entry[0].pid == process.pid for entry in result.protected):
+        return
+    if process.state == "Z" and process.threads <= 1:
+        # Exited already: only its parent can reap it; signalling it would change nothing.
+        note = f"pid {process.pid} matched ({rule}) but has exited and waits for its parent (pid {process.ppid}) to reap it"
+        if note not in result.warnings:
+            result.warnings.append(note)
         return
     why_not = selector.protection(process)
     if why_not:
@@ -295,8 +301,8 @@ class Executor:
         target.signals.append(name)
         target.first_signal_at = target.first_signal_at or time.monotonic()
         process = target.process
-        self.log(f"gpuops.hygiene.inference_server_kill: sent {name} to pid {process.pid} ({process.cmdline[:200]}) "
-                 f"started at tick {process.start_ticks}; rule: {target.rule}")
+        self.log(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: sent {name} to pid {process.pid} "
+                 f"({process.cmdline[:200]}) started at tick {process.start_ticks}; rule: {target.rule}")
         if name != "SIGKILL" and _procfs.state_of(process.pid, self.request.proc) in ("T", "t"):
             self.send(target, "SIGCONT")
 
@@ -447,7 +453,8 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
     """After the first signals: new processes of the trees are chased, new matches are respawns."""
     known = {target.process.identity for target in planned.targets} | {process.identity for process in respawned}
     now_table = _procfs.scan(request.proc)
-    leaders = {target.process.pid for target in planned.targets}
+    # Only targets still pinned by a pidfd lead a tree: a target PID that was reused leads nothing of ours.
+    leaders = {target.process.pid for target in planned.targets if target.pidfd is not None}
     try:
         pattern_rules = selector.pattern_matches(now_table)
     except GpuOpsError as error:
@@ -457,7 +464,8 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
     for pid, process in now_table.items():
         if process.identity in known or (pid in table and table[pid].identity == process.identity):
             continue
-        in_tree = process.ppid in leaders or process.pgid in leaders or process.sid in leaders
+        in_tree = process.ppid in leaders or (process.pgid in leaders and process.pgid != pid) or \
+            (process.sid in leaders and process.sid != pid)
         rule = selector.rule_for(process, pattern_rules)
         if not in_tree and rule is None:
             continue

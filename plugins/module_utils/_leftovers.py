@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import typing as t
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SHM = "/dev/shm"
+MIN_LITERAL_PREFIX = 3
+_SHM_GLOB = re.compile(r"[^*?\[\]/\x00]{%d}[^/\x00]*" % MIN_LITERAL_PREFIX)
 
 
 @dataclass
@@ -42,9 +45,10 @@ class Request:
             raise GpuOpsError(f"unknown server preset(s) {', '.join(map(repr, missing))}; "
                               f"choose from {', '.join(_presets.NAMES)}")
         for pattern in self.shm_patterns:
-            if not pattern or "/" in pattern or pattern in ("*", ".*") or "\x00" in pattern:
-                raise GpuOpsError(f"shm_patterns are file-name globs under /dev/shm, not '*' and without '/', "
-                                  f"got {pattern!r}")
+            # A literal prefix keeps a glob to one engine's files: '?*', '**' or '[!.]*' would match all of /dev/shm.
+            if not _SHM_GLOB.fullmatch(pattern):
+                raise GpuOpsError(f"shm_patterns are file-name globs under /dev/shm that start with at least "
+                                  f"{MIN_LITERAL_PREFIX} literal characters (such as 'nccl-*'), got {pattern!r}")
         if self.container is not None:
             _gpu_facts.validate_vmid(self.container)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
+import tempfile
 import time
 import typing as t
 from contextlib import contextmanager
@@ -22,6 +24,20 @@ LOCK_DIR = "/run/gpuops-hygiene"
 KILL_LOCK = LOCK_DIR + "/inference_server_kill.lock"
 
 
+def user_lock_path(path: str) -> str:
+    """Where a user who cannot write /run locks: a private directory of their own (they can only signal their
+    own processes, so runs of that user are what must not interleave)."""
+    directory = os.path.join(tempfile.gettempdir(), f"gpuops-hygiene-{os.getuid()}")
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise GpuOpsError(f"{directory} is not a private directory of this user: refusing to lock there")
+    return os.path.join(directory, os.path.basename(path))
+
+
 def _holder(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
     return os.read(fd, 200).decode("utf-8", "replace").strip() or "unknown"
@@ -30,8 +46,11 @@ def _holder(fd: int) -> str:
 @contextmanager
 def held(path: str, timeout: float) -> t.Iterator[float]:
     """Hold the lock for the block; yield the seconds spent waiting for it. Raises GpuOpsError at the timeout."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except PermissionError:
+        fd = os.open(user_lock_path(path), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     started = time.monotonic()
     try:
         while True:

@@ -36,7 +36,9 @@ options:
     elements: str
     default: []
   shm_patterns:
-    description: More file-name globs under C(/dev/shm), such as C(nccl-*). V(*) alone is refused.
+    description:
+      - More file-name globs under C(/dev/shm), such as C(nccl-*). Each must start with at least 3 literal characters,
+        so no glob can match every file there.
     type: list
     elements: str
     default: []
