@@ -322,11 +322,14 @@ def collect_until_clean(request: Request) -> dict[str, t.Any]:
     polls = 0
     while True:
         polls += 1
+        read_started = time.monotonic()
         facts = collect(request)
         now = time.monotonic()
-        if facts["verdict"] == CLEAN or now + request.poll_interval > deadline:
+        # Reads start every poll_interval (back to back when a read takes longer than that).
+        next_read = max(read_started + request.poll_interval, now)
+        if facts["verdict"] == CLEAN or next_read > deadline:
             break
-        time.sleep(request.poll_interval)
+        time.sleep(next_read - now)
     facts["polls"] = polls
     facts["waited_s"] = round(now - started, 3)
     return facts

@@ -40,7 +40,16 @@ def reset_result(before: t.Mapping[str, t.Any] | None, host: str, kill: t.Mappin
                  after: t.Mapping[str, t.Any] | None = None, leftovers: t.Mapping[str, t.Any] | None = None,
                  gpu_reset: t.Mapping[str, t.Any] | None = None, check_mode: bool = False,
                  verify_only: bool = False) -> dict[str, t.Any]:
-    """One host's outcome: verdict, a readable message, before/after per GPU, what was stopped, timings."""
+    """One host's outcome: verdict, a readable message, before/after per GPU, what was stopped, timings.
+
+    `before` is either the registered result of gpu_memory_facts (with the other steps' results as arguments) or the
+    registered result of gpu_host_reset, which carries every step.
+    """
+    if before is not None and "before" in before and "leftovers" in before:
+        steps = before
+        before, kill, after = steps["before"], kill or steps.get("kill"), after or steps.get("after")
+        leftovers, gpu_reset = leftovers or steps.get("leftovers"), gpu_reset or steps.get("gpu_reset")
+        check_mode = check_mode or bool(steps.get("check_mode"))
     if before is not None and before.get("unreachable"):
         return {"host": host, "verdict": UNREACHABLE, "reasons": [before.get("msg", "unreachable")],
                 "message": f"{host}: unreachable: {before.get('msg', '')}".rstrip(": "), "check_mode": check_mode,

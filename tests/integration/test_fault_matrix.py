@@ -25,7 +25,7 @@ RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 STATUS = os.path.join(REPO, "playbooks", "gpu_status.yml")
 GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
 RECORD = "gpuops.hygiene.gpu_reset : Record the outcome"
-ROLE_KILL = "gpuops.hygiene.gpu_reset : Stop the inference servers"
+ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers)"
 TABLE = "Show the summary table"
 KILL = "Stop servers"
 FACTS = "Read GPU memory"
@@ -50,7 +50,8 @@ def outcome(run, host):
 
 
 def role_kill(run, host):
-    return run.result(ROLE_KILL, host)
+    """The stop step's result inside the role's one module run."""
+    return run.result(ONE_RUN, host)["kill"]
 
 
 def table(run):

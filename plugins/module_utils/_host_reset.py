@@ -1,0 +1,79 @@
+# Copyright (c) 2026, gpuops.hygiene contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""A whole host reset in one process: read, stop, wait until free, optional guarded GPU reset, leftovers.
+
+The same steps as the separate modules, in the same order, with the same code;
+doing them in one module run saves a Python start and an Ansible round trip per
+step, and the wait starts the moment the stop returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing as t
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _kill, _leftovers, _subprocess
+
+# The verdict of a read that shows GPU memory held by no process, and nothing else wrong with the host.
+_LEAKED_ONLY = "busy"
+
+
+@dataclasses.dataclass
+class Request:
+    facts: _gpu_facts.Request
+    kill: _kill.Request
+    leftovers: _leftovers.Request
+    verify_only: bool = False
+    reset_leaked_gpus: bool = False
+    check_mode: bool = False
+
+    def validate(self) -> None:
+        """Every part is checked before anything is read or signalled."""
+        self.facts.validate()
+        if not self.verify_only:
+            self.kill.resolve()
+        self.leftovers.validate()
+
+
+def _facts_result(facts: dict[str, t.Any]) -> dict[str, t.Any]:
+    """Shaped like a registered gpu_memory_facts result."""
+    return {"changed": False, "ansible_facts": {"gpu_memory": facts}}
+
+
+def _leaked_gpus(facts: dict[str, t.Any]) -> list[int]:
+    """GPUs whose memory no process holds, when nothing else keeps the host from being clean."""
+    if facts["verdict"] != _LEAKED_ONLY or any(not holder["protected"] for holder in facts["holders"]):
+        return []
+    return [gpu["index"] for gpu in facts["gpus"] if gpu["unattributed"]]
+
+
+def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
+    request.validate()
+    before = _gpu_facts.collect_until_clean(dataclasses.replace(request.facts, wait_for=0.0))
+    result: dict[str, t.Any] = {"before": _facts_result(before), "kill": {"skipped": True},
+                                "after": {"skipped": True}, "gpu_reset": {"skipped": True}}
+    if not request.verify_only:
+        kill = _kill.run(request.kill, log)
+        result["kill"] = kill
+        if not kill["check_mode"]:
+            after = _gpu_facts.collect_until_clean(request.facts)
+            result["after"] = _facts_result(after)
+            leaked = _leaked_gpus(after) if request.reset_leaked_gpus else []
+            if leaked:
+                smi = _gpu_facts.resolve_nvidia_smi(request.facts.nvidia_smi_path)
+                resets = [_subprocess.run([smi, "--gpu-reset", "-i", str(index)], request.facts.timeout) for index in leaked]
+                result["gpu_reset"] = {"changed": any(reset.ok for reset in resets), "results": [
+                    {"item": index, "rc": reset.rc, "stdout": reset.stdout.strip(), "stderr": reset.stderr.strip()}
+                    for index, reset in zip(leaked, resets)]}
+                for index, reset in zip(leaked, resets):
+                    log(f"gpuops.hygiene.gpu_host_reset: nvidia-smi --gpu-reset -i {index} exited {reset.rc}")
+                if any(reset.ok for reset in resets):
+                    result["after"] = _facts_result(_gpu_facts.collect(dataclasses.replace(request.facts, wait_for=0.0)))
+    leftovers = _leftovers.check(request.leftovers)
+    result["leftovers"] = leftovers
+    kill_changed = bool(result["kill"].get("changed"))
+    result["changed"] = kill_changed or bool(leftovers["changed"]) or bool(result["gpu_reset"].get("changed"))
+    result["check_mode"] = request.check_mode
+    return result

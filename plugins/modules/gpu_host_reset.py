@@ -1,0 +1,242 @@
+#!/usr/bin/python
+# Copyright (c) 2026, gpuops.hygiene contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_host_reset
+short_description: Reset one GPU host in a single module run - read, stop, wait until free, check leftovers
+version_added: 0.1.0
+description:
+  - Runs, in one process on the host, what the role M(gpuops.hygiene.gpu_reset) chains - reads the GPUs
+    (M(gpuops.hygiene.gpu_memory_facts)), stops the servers (M(gpuops.hygiene.inference_server_kill)), reads again until
+    every GPU is free or O(wait_for) passes, optionally resets GPUs whose memory no process holds, and checks ports and
+    stale shared memory (M(gpuops.hygiene.server_leftovers)).
+  - The same code as those modules, in the same order; one module run instead of four saves a Python start and an
+    Ansible round trip per step, which is most of a reset's cost on a fleet.
+  - Returns each step's result shaped like that module's registered result, for the
+    P(gpuops.hygiene.gpu_reset_result#filter) filter. GPU-side problems and processes that survive do not fail the
+    task; they are in the results for the verdict. Bad arguments fail it before anything is read or signalled.
+author:
+  - Gpuops Hygiene Maintainers (@gpuops)
+attributes:
+  check_mode:
+    support: full
+    description: Reads, plans the stop (RV(kill.planned)) and reports which files would be removed; stops, waits for and removes nothing.
+  diff_mode:
+    support: none
+    description: No diff is produced.
+options:
+  servers:
+    description: Engine presets to stop, see O(gpuops.hygiene.inference_server_kill#module:servers).
+    type: list
+    elements: str
+    default: [all]
+  clients:
+    description: Regular expressions for client drivers, stopped first.
+    type: list
+    elements: str
+    default: []
+  patterns:
+    description: Regular expressions for servers no preset knows.
+    type: list
+    elements: str
+    default: []
+  gpu_holders:
+    description: Also stop every unprotected process that holds a GPU.
+    type: bool
+    default: false
+  protect:
+    description: More process names that are GPU infrastructure, never stopped and never a reason for busy.
+    type: list
+    elements: str
+    default: []
+  signal:
+    description: First signal sent.
+    type: str
+    choices: [SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGKILL]
+    default: SIGTERM
+  grace_period:
+    description: Seconds between the first signal and SIGKILL; see O(gpuops.hygiene.inference_server_kill#module:grace_period).
+    type: float
+  kill_timeout:
+    description: Seconds the stop may take; see O(gpuops.hygiene.inference_server_kill#module:timeout).
+    type: float
+  stop_units:
+    description: Stop the systemd services of the servers instead of fighting their restarts.
+    type: bool
+    default: false
+  expected_gpu_count:
+    description: GPUs the host (or the container) must have.
+    type: int
+  idle_threshold_mib:
+    description: The most memory an idle GPU may show and still be clean.
+    type: int
+    default: 100
+  facts_timeout:
+    description: Seconds one GPU read may take.
+    type: float
+    default: 10
+  backend:
+    description: How to read the GPUs, see O(gpuops.hygiene.gpu_memory_facts#module:backend).
+    type: str
+    choices: [auto, nvidia_smi, nvml]
+    default: auto
+  nvidia_smi_path:
+    description: Path of C(nvidia-smi) when it is not on E(PATH).
+    type: path
+  container:
+    description: A Proxmox container vmid, when run on its node; every step is scoped to that container.
+    type: str
+  wait_for:
+    description: Seconds to keep reading after the stop until every GPU is free.
+    type: float
+    default: 60
+  poll_interval:
+    description: Seconds between two reads while waiting.
+    type: float
+    default: 0.25
+  ports:
+    description: TCP ports that must be free afterwards.
+    type: list
+    elements: int
+    default: []
+  shm_patterns:
+    description: More C(/dev/shm) globs to clean besides the presets' own.
+    type: list
+    elements: str
+    default: []
+  clean_shm:
+    description: Remove matching C(/dev/shm) files no live process has open or mapped.
+    type: bool
+    default: true
+  reset_leaked_gpus:
+    description:
+      - When memory stays used with no process holding it and nothing else is wrong, run C(nvidia-smi --gpu-reset -i N) on
+        those GPUs and read them again. nvidia-smi itself refuses while anything uses the GPU.
+    type: bool
+    default: false
+  verify_only:
+    description: Only read and check; stop nothing, wait for nothing, remove nothing.
+    type: bool
+    default: false
+notes:
+  - Needs root, like the modules it combines.
+seealso:
+  - module: gpuops.hygiene.gpu_memory_facts
+  - module: gpuops.hygiene.inference_server_kill
+  - module: gpuops.hygiene.server_leftovers
+"""
+
+EXAMPLES = r"""
+- name: Reset this host
+  gpuops.hygiene.gpu_host_reset:
+    expected_gpu_count: 8
+    clients: ['run_inference\.py']
+    ports: [30000, 29500]
+  register: reset
+
+- name: Its verdict
+  ansible.builtin.debug:
+    msg: "{{ (reset | gpuops.hygiene.gpu_reset_result(inventory_hostname)).message }}"
+
+- name: Reset Proxmox container 200 from its node
+  gpuops.hygiene.gpu_host_reset:
+    container: "200"
+    expected_gpu_count: 8
+  delegate_to: pve-node-1
+"""
+
+RETURN = r"""
+before:
+  description: The first read, shaped like the registered result of M(gpuops.hygiene.gpu_memory_facts).
+  returned: always
+  type: dict
+kill:
+  description: The result of the stop, as M(gpuops.hygiene.inference_server_kill) returns it; C({skipped=true}) with O(verify_only).
+  returned: always
+  type: dict
+after:
+  description: The last read after the stop (with C(polls) and C(waited_s)); C({skipped=true}) in check mode and with O(verify_only).
+  returned: always
+  type: dict
+gpu_reset:
+  description: With O(reset_leaked_gpus), each C(nvidia-smi --gpu-reset) run (C(item), C(rc), C(stdout), C(stderr)).
+  returned: always
+  type: dict
+leftovers:
+  description: The result of the ports and shared-memory check, as M(gpuops.hygiene.server_leftovers) returns it.
+  returned: always
+  type: dict
+check_mode:
+  description: Whether the run was in check mode.
+  returned: always
+  type: bool
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _kill, _leftovers
+from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+
+
+def main() -> None:
+    argument_spec = dict(
+        servers=dict(type="list", elements="str", default=["all"]),
+        clients=dict(type="list", elements="str", default=[]),
+        patterns=dict(type="list", elements="str", default=[]),
+        gpu_holders=dict(type="bool", default=False),
+        protect=dict(type="list", elements="str", default=[]),
+        signal=dict(type="str", default="SIGTERM", choices=list(_kill.SIGNALS)),
+        grace_period=dict(type="float"),
+        kill_timeout=dict(type="float"),
+        stop_units=dict(type="bool", default=False),
+        expected_gpu_count=dict(type="int"),
+        idle_threshold_mib=dict(type="int", default=100),
+        facts_timeout=dict(type="float", default=10),
+        backend=dict(type="str", default="auto", choices=["auto", "nvidia_smi", "nvml"]),
+        nvidia_smi_path=dict(type="path"),
+        container=dict(type="str"),
+        wait_for=dict(type="float", default=60),
+        poll_interval=dict(type="float", default=0.25),
+        ports=dict(type="list", elements="int", default=[]),
+        shm_patterns=dict(type="list", elements="str", default=[]),
+        clean_shm=dict(type="bool", default=True),
+        reset_leaked_gpus=dict(type="bool", default=False),
+        verify_only=dict(type="bool", default=False),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+    protect = tuple(params["protect"])
+    request = _host_reset.Request(
+        facts=_gpu_facts.Request(
+            expected_gpu_count=params["expected_gpu_count"], idle_threshold_mib=params["idle_threshold_mib"],
+            nvidia_smi_path=params["nvidia_smi_path"], timeout=params["facts_timeout"], backend=params["backend"],
+            container=params["container"], protect=protect, wait_for=params["wait_for"],
+            poll_interval=params["poll_interval"]),
+        kill=_kill.Request(
+            servers=tuple(params["servers"]), patterns=tuple(params["patterns"]), clients=tuple(params["clients"]),
+            gpu_holders=params["gpu_holders"], container=params["container"], protect=protect, signal=params["signal"],
+            grace_period=params["grace_period"], timeout=params["kill_timeout"], stop_units=params["stop_units"],
+            check_mode=module.check_mode, nvidia_smi_path=params["nvidia_smi_path"]),
+        leftovers=_leftovers.Request(
+            ports=tuple(params["ports"]), servers=tuple(params["servers"]), shm_patterns=tuple(params["shm_patterns"]),
+            remove_stale_shm=params["clean_shm"] and not params["verify_only"], container=params["container"],
+            check_mode=module.check_mode),
+        verify_only=params["verify_only"],
+        reset_leaked_gpus=params["reset_leaked_gpus"],
+        check_mode=module.check_mode,
+    )
+    try:
+        result = _host_reset.run(request, module.log)
+    except GpuOpsError as error:
+        module.fail_json(msg=str(error))
+    for note in result["kill"].get("notes", []):
+        module.warn(note)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

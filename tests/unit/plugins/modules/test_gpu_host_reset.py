@@ -1,0 +1,63 @@
+"""gpu_host_reset main(): every step's result in one run, validation of every part before anything runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+from gpusim.profiles import gpu_identities
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _host_reset, _procfs
+from ansible_collections.gpuops.hygiene.plugins.modules import gpu_host_reset
+
+
+def test_verify_only_reads_and_checks_without_stopping(run_module, static_smi):
+    smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8)})
+    result = run_module(gpu_host_reset.main, {"nvidia_smi_path": smi, "backend": "nvidia_smi", "verify_only": True,
+                                              "ports": [1], "expected_gpu_count": 8})
+    assert result["changed"] is False and result["check_mode"] is False
+    assert result["before"]["ansible_facts"]["gpu_memory"]["gpu_count"] == 8
+    assert result["kill"] == {"skipped": True} and result["after"] == {"skipped": True}
+    assert result["leftovers"]["ports"] == [{"port": 1, "free": True, "holders": []}]
+
+
+def test_check_mode_plans_the_stop_and_waits_for_nothing(run_module, static_smi):
+    token = f"gpuops-host-reset-{uuid.uuid4().hex[:12]}"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", token])
+    try:
+        deadline = time.monotonic() + 5
+        while "time.sleep" not in getattr(_procfs.read_process(child.pid), "cmdline", ""):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8)})
+        started = time.monotonic()
+        result = run_module(gpu_host_reset.main, {"nvidia_smi_path": smi, "backend": "nvidia_smi", "servers": [],
+                                                  "patterns": [token], "wait_for": 30, "_ansible_check_mode": True})
+        assert time.monotonic() - started < 15
+        assert result["check_mode"] is True and result["after"] == {"skipped": True}
+        assert [entry["pid"] for entry in result["kill"]["planned"]] == [child.pid] and child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_every_part_is_validated_before_anything_runs(run_module):
+    for args, message in [
+        ({"servers": ["sglong"]}, "unknown server preset(s) 'sglong'"),
+        ({"wait_for": -1}, "wait_for must be between 0 and 3600 seconds"),
+        ({"shm_patterns": ["*"]}, "shm_patterns are file-name globs"),
+        ({"ports": [70000]}, "ports must be between 1 and 65535, got 70000"),
+        ({"grace_period": 50, "kill_timeout": 10}, "grace_period (50 s) must be shorter than timeout (10 s)"),
+    ]:
+        result = run_module(gpu_host_reset.main, dict(args, nvidia_smi_path="/nonexistent/nvidia-smi"))
+        assert result["failed"] is True and result["msg"].startswith(message), result
+
+
+def test_leaked_gpus_only_when_nothing_else_is_wrong():
+    leaked = {"verdict": "busy", "holders": [{"protected": True}],
+              "gpus": [{"index": 0, "unattributed": False}, {"index": 5, "unattributed": True}]}
+    assert _host_reset._leaked_gpus(leaked) == [5]  # pylint: disable=protected-access
+    assert _host_reset._leaked_gpus(dict(leaked, holders=[{"protected": False}])) == []  # pylint: disable=protected-access
+    assert _host_reset._leaked_gpus(dict(leaked, verdict="unknown")) == []  # pylint: disable=protected-access
