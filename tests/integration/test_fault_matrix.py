@@ -32,7 +32,7 @@ FACTS = "Read GPU memory"
 # Short grace periods and timeouts: the whole file has to run in a few minutes on two cores.
 QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_timeout": 5,
          "gpu_reset_poll_interval": 0.1}
-INVOKED = re.compile(r"inference_server_kill: Invoked with .* servers=\['(\w+)'\]")
+INVOKED = re.compile(r"(?:inference_server_kill|gpu_host_reset): Invoked with .* servers=\['(\w+)'\]")
 SENT = re.compile(r"sent (SIG[A-Z0-9]+) to pid (\d+) \((.*)\) started at tick (\d+); rule: (.*)$")
 
 
@@ -551,7 +551,7 @@ def test_f16_hanging_nvidia_smi_times_out_and_the_verdict_is_unknown(sim):
     result = outcome(run, host)
     assert result["verdict"] == "unknown", result["message"]
     assert any("did not answer the GPU query within the timeout" in reason for reason in result["reasons"])
-    before = run.result("gpuops.hygiene.gpu_reset : Read the GPUs before the reset", host)["ansible_facts"]["gpu_memory"]
+    before = run.result(ONE_RUN, host)["before"]["ansible_facts"]["gpu_memory"]
     assert before["verdict"] == "unknown" and before["elapsed_s"] < 2.5
     kill_result = role_kill(run, host)  # gpu_holders reads nvidia-smi too: bounded, and said
     assert kill_result["elapsed_s"] < 4
@@ -612,8 +612,7 @@ def test_f20_mig_idle_baseline_is_clean_at_its_threshold_and_busy_below_it(sim):
         result = outcome(run, host)
         assert result["verdict"] == "clean", result["message"]
         assert {gpu["after_mib"] for gpu in result["gpus"]} == {baseline}
-        facts = run.result("gpuops.hygiene.gpu_reset : Read the GPUs before the reset", host)
-        gpus = facts["ansible_facts"]["gpu_memory"]["gpus"]
+        gpus = run.result(ONE_RUN, host)["before"]["ansible_facts"]["gpu_memory"]["gpus"]
         assert {(gpu["memory_reserved_mib"], gpu["mig_mode"]) for gpu in gpus} == {(reserved, "Enabled")}
     strict = reset(sim, {"gpu_reset_idle_threshold_mib": 50, "gpu_status_fail": True}, playbook=STATUS)
     assert strict.rc == 2
