@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 PYTEST := $(PY) -m pytest -c tests/pytest.ini
 
-.PHONY: help demo test venv build sanity lint changelog units integration molecule clean
+.PHONY: help demo test venv build sanity lint changelog units integration molecule benchmark clean
 
 help:
 	@echo "make demo   start a simulated GPU fleet, reset it with the collection, show the result, clean up"
@@ -41,7 +41,7 @@ units: build
 	$(PYTEST) tests/unit tests/simulator/tests
 
 integration: build
-	$(PYTEST) tests/integration
+	$(PYTEST) tests/integration tests/benchmarks/test_smoke.py
 
 molecule: build
 	tests/tools/molecule
@@ -50,6 +50,10 @@ test: sanity lint changelog units integration molecule
 
 demo: build
 	tests/tools/demo
+
+# Not part of `make test`: a benchmark, not a test (docs/BENCHMARKS.md; about an hour on 2 cores).
+benchmark: build
+	$(PY) tests/benchmarks/run.py --hosts 1,8,32 --reps 3 --doc
 
 clean:
 	rm -rf dist tests/output .cache

@@ -12,9 +12,10 @@ step, and the wait starts the moment the stop returns.
 from __future__ import annotations
 
 import dataclasses
+import socket
 import typing as t
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _kill, _leftovers, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _kill, _leftovers, _outcome, _subprocess
 
 # The verdict of a read that shows GPU memory held by no process, and nothing else wrong with the host.
 _LEAKED_ONLY = "busy"
@@ -28,6 +29,7 @@ class Request:
     verify_only: bool = False
     reset_leaked_gpus: bool = False
     check_mode: bool = False
+    host: str | None = None
 
     def validate(self) -> None:
         """Every part is checked before anything is read or signalled."""
@@ -76,4 +78,7 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
     kill_changed = bool(result["kill"].get("changed"))
     result["changed"] = kill_changed or bool(leftovers["changed"]) or bool(result["gpu_reset"].get("changed"))
     result["check_mode"] = request.check_mode
+    outcome = _outcome.reset_result(result, request.host or socket.gethostname(), verify_only=request.verify_only)
+    result["ansible_facts"] = {"gpu_reset_result": outcome}
+    result["msg"] = outcome["message"]
     return result

@@ -16,15 +16,15 @@ description:
     stale shared memory (M(gpuops.hygiene.server_leftovers)).
   - The same code as those modules, in the same order; one module run instead of four saves a Python start and an
     Ansible round trip per step, which is most of a reset's cost on a fleet.
-  - Returns each step's result shaped like that module's registered result, for the
-    P(gpuops.hygiene.gpu_reset_result#filter) filter. GPU-side problems and processes that survive do not fail the
-    task; they are in the results for the verdict. Bad arguments fail it before anything is read or signalled.
+  - Returns the host's verdict (RV(ansible_facts.gpu_reset_result)) and each step's result shaped like that module's
+    registered result. GPU-side problems and processes that survive do not fail the task; they make the verdict.
+    Bad arguments fail it before anything is read or signalled.
 author:
   - Gpuops Hygiene Maintainers (@gpuops)
 attributes:
   check_mode:
     support: full
-    description: Reads, plans the stop (RV(kill.planned)) and reports which files would be removed; stops, waits for and removes nothing.
+    description: Reads, plans the stop (C(planned) in RV(kill)) and reports which files would be removed; stops, waits for and removes nothing.
   diff_mode:
     support: none
     description: No diff is produced.
@@ -122,6 +122,9 @@ options:
     description: Only read and check; stop nothing, wait for nothing, remove nothing.
     type: bool
     default: false
+  host:
+    description: The name the verdict's message starts with (the role passes the inventory name). Defaults to the host name.
+    type: str
 notes:
   - Needs root, like the modules it combines.
 seealso:
@@ -138,9 +141,10 @@ EXAMPLES = r"""
     ports: [30000, 29500]
   register: reset
 
-- name: Its verdict
-  ansible.builtin.debug:
-    msg: "{{ (reset | gpuops.hygiene.gpu_reset_result(inventory_hostname)).message }}"
+- name: Fail unless it is clean
+  ansible.builtin.fail:
+    msg: "{{ reset.msg }}"
+  when: gpu_reset_result.verdict != 'clean'
 
 - name: Reset Proxmox container 200 from its node
   gpuops.hygiene.gpu_host_reset:
@@ -150,6 +154,26 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ansible_facts:
+  description: Facts set on the host.
+  returned: always
+  type: dict
+  contains:
+    gpu_reset_result:
+      description:
+        - The verdict (V(clean), V(busy) or V(unknown)) with its reasons, the message, memory before and after per GPU,
+          what was stopped, and how long the GPUs took to be free; the same as the
+          P(gpuops.hygiene.gpu_reset_result#filter) filter builds, see there for every key.
+      returned: always
+      type: dict
+      sample:
+        host: gpu-07
+        verdict: clean
+        message: "gpu-07: clean: 8/8 GPUs at most 100 MiB, 10 processes stopped, 767552 MiB freed in 2.41 s"
+msg:
+  description: The verdict's message, one line.
+  returned: always
+  type: str
 before:
   description: The first read, shaped like the registered result of M(gpuops.hygiene.gpu_memory_facts).
   returned: always
@@ -206,6 +230,7 @@ def main() -> None:
         clean_shm=dict(type="bool", default=True),
         reset_leaked_gpus=dict(type="bool", default=False),
         verify_only=dict(type="bool", default=False),
+        host=dict(type="str"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
@@ -226,6 +251,7 @@ def main() -> None:
             remove_stale_shm=params["clean_shm"] and not params["verify_only"], container=params["container"],
             check_mode=module.check_mode),
         verify_only=params["verify_only"],
+        host=params["host"],
         reset_leaked_gpus=params["reset_leaked_gpus"],
         check_mode=module.check_mode,
     )

@@ -24,8 +24,7 @@ from gpusim.testing import COLLECTIONS, REPO, alive, processes, run_playbook, wa
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 STATUS = os.path.join(REPO, "playbooks", "gpu_status.yml")
 GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
-RECORD = "gpuops.hygiene.gpu_reset : Record the outcome"
-ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers)"
+ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
 TABLE = "Show the summary table"
 KILL = "Stop servers"
 FACTS = "Read GPU memory"
@@ -46,7 +45,7 @@ def reset(sim, variables=None, playbook=RESET, **options):
 
 
 def outcome(run, host):
-    return run.result(RECORD, host)["ansible_facts"]["gpu_reset_result"]
+    return run.reset_verdict(host)
 
 
 def role_kill(run, host):

@@ -15,14 +15,13 @@ from gpusim.testing import REPO, alive, processes, run_playbook, wait_for_gpu_ho
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 STATUS = os.path.join(REPO, "playbooks", "gpu_status.yml")
 GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
-RECORD = "gpuops.hygiene.gpu_reset : Record the outcome"
-ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers)"
+ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
 TABLE = "Show the summary table"
 CLIENTS = {"gpu_reset_clients": [r"run_inference\.py"]}
 
 
 def outcome(run, host):
-    return run.result(RECORD, host)["ansible_facts"]["gpu_reset_result"]
+    return run.reset_verdict(host)
 
 
 def table(run):

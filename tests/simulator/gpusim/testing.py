@@ -70,6 +70,17 @@ class PlaybookRun:
         assert found, f"no result of task {task!r} on {host}; ran: {[r['task'] for r in self.records]}\n{self.stdout}"
         return found[-1]["result"]
 
+    def reset_verdict(self, host: str) -> dict:
+        """The gpu_reset role's verdict for a host: set by its one module run, or by its step-by-step path."""
+        for record in reversed(self.records):
+            if record["host"] != host or not record["task"].startswith("gpuops.hygiene.gpu_reset : "):
+                continue
+            verdict = record["result"].get("ansible_facts", {}).get("gpu_reset_result")
+            if verdict is not None:
+                return verdict
+        raise AssertionError(f"the gpu_reset role gave no verdict on {host}; ran: "
+                             f"{[r['task'] for r in self.records]}\n{self.stdout}")
+
     def status(self, task: str, host: str) -> str:
         found = self.results(task, host)
         assert found, f"task {task!r} did not run on {host}\n{self.stdout}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +22,19 @@ def test_verify_only_reads_and_checks_without_stopping(run_module, static_smi):
     assert result["before"]["ansible_facts"]["gpu_memory"]["gpu_count"] == 8
     assert result["kill"] == {"skipped": True} and result["after"] == {"skipped": True}
     assert result["leftovers"]["ports"] == [{"port": 1, "free": True, "holders": []}]
+    verdict = result["ansible_facts"]["gpu_reset_result"]
+    assert verdict["verdict"] == "clean" and verdict["verify_only"] is True and verdict["gpus_clean"] == 8
+    assert result["msg"] == verdict["message"] == f"{socket.gethostname()}: clean: 8/8 GPUs at most 100 MiB, 0 processes stopped, 0 MiB freed"
+
+
+def test_the_verdict_names_the_host_and_why_it_is_not_clean(run_module, static_smi):
+    smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8), "leaked": {"2": 5000}})
+    result = run_module(gpu_host_reset.main, {"nvidia_smi_path": smi, "backend": "nvidia_smi", "verify_only": True,
+                                              "expected_gpu_count": 8, "host": "gpu-07"})
+    verdict = result["ansible_facts"]["gpu_reset_result"]
+    assert not result.get("failed")
+    assert verdict["verdict"] == "busy" and verdict["gpus_clean"] == 7
+    assert result["msg"].startswith("gpu-07: NOT CLEAN: GPU 2 (") and "5000 MiB used by no process" in result["msg"]
 
 
 def test_check_mode_plans_the_stop_and_waits_for_nothing(run_module, static_smi):
