@@ -51,9 +51,9 @@ test: sanity lint changelog units integration molecule
 demo: build
 	tests/tools/demo
 
-# Not part of `make test`: a benchmark, not a test (docs/BENCHMARKS.md; about an hour on 2 cores).
+# Not part of `make test`: a benchmark, not a test (docs/BENCHMARKS.md; about 45 minutes on 2 cores).
 benchmark: build
-	$(PY) tests/benchmarks/run.py --hosts 1,8,32 --reps 3 --doc
+	$(PY) tests/benchmarks/run.py --hosts 1,8,32,64 --reps 3 --doc
 
 clean:
 	rm -rf dist tests/output .cache

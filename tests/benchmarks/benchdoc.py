@@ -641,6 +641,7 @@ per-host CPU (controller {_f(cpu_reset, 2)} CPU-s + host {_f(cpu_reset_in, 2)} C
 
     add("## How to rerun\n")
     add("""```
+make benchmark                                         # build, then the full run below, then this page
 make build                                             # the benchmark runs the installed collection
 sudo .venv/bin/python tests/benchmarks/run.py --hosts 1,8,32,64 --reps 3 --doc   # full run, ~45 min on 2 cores
 sudo .venv/bin/python tests/benchmarks/run.py --smoke  # 1 host, 1 repetition, ~30 s

@@ -118,16 +118,18 @@ def wait_for_quiet() -> dict:
             "quiet": samples[-1] <= QUIET["threshold"]}
 
 
+def _first_number(path: str, prefix: str) -> int:
+    """The number after `prefix` on its line of a kernel stat file; 0 when the file or the line is gone."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            return next(int(line.split()[1]) for line in handle if line.startswith(prefix))
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
 def hosts_cpu_s(names: list[str]) -> float:
     """CPU seconds used so far by every process that ran in these hosts' cgroups (cgroup2 cpu.stat, descendants included)."""
-    total = 0
-    for name in names:
-        try:
-            with open(f"/sys/fs/cgroup/unified/gpusim/{name}/cpu.stat", encoding="ascii") as handle:
-                total += next(int(line.split()[1]) for line in handle if line.startswith("usage_usec"))
-        except (OSError, StopIteration, ValueError):
-            continue
-    return total / 1e6
+    return sum(_first_number(f"/sys/fs/cgroup/unified/gpusim/{name}/cpu.stat", "usage_usec") for name in names) / 1e6
 
 
 def children_cpu_s() -> float:
@@ -363,12 +365,7 @@ def host_pss_mib(name: str) -> float:
             continue
         with open(os.path.join(root, "cgroup.procs"), encoding="ascii") as handle:
             pids = [line.strip() for line in handle if line.strip()]
-        for pid in pids:
-            try:
-                with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
-                    total += next(int(line.split()[1]) for line in handle if line.startswith("Pss:"))
-            except (OSError, StopIteration, ValueError):
-                continue
+        total += sum(_first_number(f"/proc/{pid}/smaps_rollup", "Pss:") for pid in pids)
     return round(total / 1024, 1)
 
 

@@ -129,7 +129,8 @@ def _wait_for(path: str, what: str) -> None:
 
 
 def create_host(name: str, profile: str = "rtx-pro-6000-blackwell", gpus: int = 8, release_lag_s: float = 0.0,
-                proxmox: bool = False, persistence_mode: str = "Enabled") -> dict:
+                proxmox: bool = False, persistence_mode: str = "Enabled", visible_paths: tuple[str, ...] = ()) -> dict:
+    """A simulated host. `visible_paths` stay visible inside it at the same place, even under its own /tmp or /run."""
     if profile not in PROFILES:
         raise SimulatorError(f"unknown GPU profile {profile!r}; known: {', '.join(sorted(PROFILES))}")
     directory = paths.host_dir(name)
@@ -149,6 +150,7 @@ def create_host(name: str, profile: str = "rtx-pro-6000-blackwell", gpus: int = 
         "persistence_mode": persistence_mode,
         "proxmox": proxmox,
         "cgroup": f"gpusim/{name}",
+        "visible_paths": [os.path.abspath(path) for path in visible_paths],
     }
     _write_json(os.path.join(directory, "host.json"), config)
     _write_json(os.path.join(directory, "faults.json"), {})

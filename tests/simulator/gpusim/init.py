@@ -100,8 +100,16 @@ def setup_filesystem(args: argparse.Namespace) -> dict:
     else:
         minors = [gpu["minor"] for gpu in config["gpus"]]
     _populate_dev(config, minors, bind_nvidia=args.mode == "container")
+    # Paths the host's fresh /tmp and /run would hide (a test checkout under /tmp) are carried across them.
+    kept = [path for path in config.get("visible_paths", []) if path.startswith(("/tmp/", "/run/"))]
+    for number, path in enumerate(kept):
+        os.mkdir(f"{STASH}/kept{number}")
+        _run("mount", "--rbind", path, f"{STASH}/kept{number}")
     _mount_tmpfs("/tmp", "1777", "1g")
     _mount_tmpfs("/run", "755", "64m")
+    for number, path in enumerate(kept):
+        os.makedirs(path, exist_ok=True)
+        _run("mount", "--move", f"{STASH}/kept{number}", path)
     os.mkdir(paths.INSIDE)
     _run("mount", "--move", f"{STASH}/state", paths.INSIDE)
     if args.lib:

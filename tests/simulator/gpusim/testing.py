@@ -31,6 +31,8 @@ class Fleet:
     def host(self, suffix: str = "h", **options) -> str:
         name = f"{self.prefix}{suffix}"
         self.names.append(name)
+        # Tests run the checkout's ansible-playbook inside hosts too, wherever the checkout is.
+        options.setdefault("visible_paths", (REPO,))
         fleet.create_host(name, **options)
         self.vars[name] = inventory.host_vars(name)
         return name
