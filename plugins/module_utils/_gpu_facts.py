@@ -155,17 +155,16 @@ def resolve_nvidia_smi(path: str | None) -> str:
     return _subprocess.which("nvidia-smi") or "nvidia-smi"
 
 
-def read_gpus(request: Request, gpu_result: _subprocess.RunResult | None = None) -> _nvidia_smi.Snapshot:
+def read_gpus(request: Request) -> _nvidia_smi.Snapshot:
     """NVML when asked, or with `auto` when the binding is there; nvidia-smi otherwise.
 
     With `auto`, an NVML that cannot work here at all (no libnvidia-ml, no binding)
     falls back to nvidia-smi; NVML's answers about the GPUs (driver not loaded, a
     lost GPU, a timeout) stand, since nvidia-smi would only say the same or hang.
-    A `gpu_result` from nvidia-smi (a light poll's) is reused as the GPU half of the read.
     """
     smi = resolve_nvidia_smi(request.nvidia_smi_path)
-    if gpu_result is not None or _reads_with_nvidia_smi(request):
-        return _nvidia_smi.query(smi, request.timeout, gpu_result)
+    if request.backend == "nvidia_smi" or (request.backend == "auto" and not _nvml.binding_available()):
+        return _nvidia_smi.query(smi, request.timeout)
     started = time.monotonic()
     snapshot = _nvml.query(request.timeout)
     if request.backend == "nvml" or not snapshot.unavailable:
@@ -301,13 +300,9 @@ def find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Proces
     return holders
 
 
-def _reads_with_nvidia_smi(request: Request) -> bool:
-    return request.backend == "nvidia_smi" or (request.backend == "auto" and not _nvml.binding_available())
-
-
-def _read(request: Request, table: dict[int, _procfs.Process], gpu_result: _subprocess.RunResult | None = None
+def _read(request: Request, table: dict[int, _procfs.Process]
           ) -> tuple[_nvidia_smi.Snapshot, dict[int, Holder], dict[int, int]]:
-    snapshot = read_gpus(request, gpu_result)
+    snapshot = read_gpus(request)
     minors_by_uuid = gpu_minor_numbers()
     minors = {gpu.index: minors_by_uuid.get(gpu.uuid or "", gpu.index) for gpu in snapshot.gpus}
     return snapshot, find_holders(snapshot, table, minors, request), minors
@@ -320,75 +315,35 @@ def read_holders(request: Request, table: dict[int, _procfs.Process]) -> tuple[_
 
 
 def collect_until_clean(request: Request) -> dict[str, t.Any]:
-    """Read and judge; with wait_for, read again every poll_interval until clean or the time is up.
-
-    While memory on the GPUs is what keeps the host busy, a poll asks nvidia-smi
-    for the GPUs only (one call) and stops there while the memory is still held.
-    Once it looks free, the processes are read too and the host is judged on both:
-    the verdict always comes from a whole read, never from memory alone.
-    """
+    """Read and judge; with wait_for, read again every poll_interval until clean or the time is up."""
     request.validate()
-    started = read_started = time.monotonic()
+    started = time.monotonic()
     deadline = started + request.wait_for
-    facts = collect(request)
-    polls, light_polls, calls = 1, 0, facts["nvidia_smi_calls"]
-    last_read_whole = True
-    whole_reads_only = False
-    while facts["verdict"] != CLEAN:
+    polls = calls = 0
+    while True:
+        polls += 1
+        read_started = time.monotonic()
+        facts = collect(request)
+        calls += facts["nvidia_smi_calls"]
         now = time.monotonic()
         # Reads start every poll_interval (back to back when a read takes longer than that).
         next_read = max(read_started + request.poll_interval, now)
-        if next_read > deadline:
-            if not last_read_whole:
-                facts = collect(request)
-                calls += facts["nvidia_smi_calls"]
+        if facts["verdict"] == CLEAN or next_read > deadline:
             break
         time.sleep(next_read - now)
-        read_started = time.monotonic()
-        polls += 1
-        gpu_result = None
-        if not whole_reads_only and _light_polls_apply(facts):
-            light_polls += 1
-            gpu_result = _nvidia_smi.query_gpus(resolve_nvidia_smi(request.nvidia_smi_path), request.timeout)
-            calls += 1
-            used = _nvidia_smi.memory_used(gpu_result)
-            if used is None:
-                # An answer only a whole read can explain (an older driver, an error): no light polls from here.
-                whole_reads_only, gpu_result = True, None
-            elif not _memory_free(request, facts, used):
-                last_read_whole = False
-                continue
-        facts = collect(request, gpu_result)
-        calls += facts["nvidia_smi_calls"]
-        if gpu_result is not None:
-            facts["nvidia_smi_calls"] += 1
-            # Free memory did not make the host clean: something else keeps it busy, so whole reads from here.
-            whole_reads_only = facts["verdict"] != CLEAN
-        last_read_whole = True
     facts["polls"] = polls
-    facts["light_polls"] = light_polls
     facts["nvidia_smi_calls_total"] = calls
-    facts["waited_s"] = round(time.monotonic() - started, 3)
+    facts["waited_s"] = round(now - started, 3)
     return facts
 
 
-def _light_polls_apply(facts: dict[str, t.Any]) -> bool:
-    return facts["verdict"] == BUSY and facts["backend"] == "nvidia_smi" and bool(facts["scope"]["gpu_indexes"])
-
-
-def _memory_free(request: Request, facts: dict[str, t.Any], used: dict[int, int]) -> bool:
-    """Every GPU the last whole read judged at most the idle threshold (a GPU missing from the answer is not)."""
-    return all(used.get(index, request.idle_threshold_mib + 1) <= request.idle_threshold_mib
-               for index in facts["scope"]["gpu_indexes"])
-
-
-def collect(request: Request, gpu_result: _subprocess.RunResult | None = None) -> dict[str, t.Any]:
+def collect(request: Request) -> dict[str, t.Any]:
     """Read the GPUs and the processes, and judge the host."""
     request.validate()
     started = time.monotonic()
     judge = Judge()
     table = _procfs.scan(request.proc)
-    snapshot, holders, minors = _read(request, table, gpu_result)
+    snapshot, holders, minors = _read(request, table)
     judge.unknown.extend(snapshot.problems)
 
     gpus = sorted(snapshot.gpus, key=lambda gpu: gpu.index)

@@ -204,34 +204,12 @@ def _gpu_argv(smi: str, fields: t.Sequence[str]) -> list[str]:
     return [smi, "--query-gpu=" + ",".join(fields), CSV_FORMAT]
 
 
-def query_gpus(smi: str, timeout: float) -> _subprocess.RunResult:
-    """The GPU half of a read alone: one call, whose rows a following query() can reuse."""
-    return _subprocess.run(_gpu_argv(smi, GPU_FIELDS), timeout)
-
-
-def memory_used(gpu_result: _subprocess.RunResult) -> dict[int, int] | None:
-    """MiB used per GPU index from query_gpus(), or None when the answer is anything but plain rows."""
-    if not gpu_result.ok:
-        return None
-    rows, problems = parse_gpu_rows(gpu_result.stdout, GPU_FIELDS)
-    if problems or not rows or any(row.memory_used_mib is None for row in rows):
-        return None
-    return {row.index: row.memory_used_mib for row in rows}
-
-
-def query(smi: str, timeout: float, gpu_result: _subprocess.RunResult | None = None) -> Snapshot:
-    """Two nvidia-smi calls side by side: the GPUs, and the processes on them.
-
-    Given the result of query_gpus() just taken, only the processes are asked for.
-    """
+def query(smi: str, timeout: float) -> Snapshot:
+    """Two nvidia-smi calls side by side: the GPUs, and the processes on them."""
     snapshot = Snapshot()
     process_argv = [smi, "--query-compute-apps=" + ",".join(PROCESS_FIELDS), CSV_FORMAT]
-    if gpu_result is None:
-        gpu_result, process_result = _subprocess.run_all([_gpu_argv(smi, GPU_FIELDS), process_argv], timeout)
-        snapshot.invocations = 2
-    else:
-        process_result = _subprocess.run(process_argv, timeout)
-        snapshot.invocations = 1
+    gpu_result, process_result = _subprocess.run_all([_gpu_argv(smi, GPU_FIELDS), process_argv], timeout)
+    snapshot.invocations = 2
     fields: t.Sequence[str] = GPU_FIELDS
 
     rejected = _INVALID_FIELD.search(gpu_result.stdout + gpu_result.stderr)

@@ -74,8 +74,6 @@ options:
     description:
       - Seconds to keep reading the GPUs until the verdict is V(clean), every O(poll_interval). The facts of the last read
         are returned, with RV(ansible_facts.gpu_memory.polls) and RV(ansible_facts.gpu_memory.waited_s).
-      - While memory on the GPUs is all that keeps the host busy, a poll runs one light C(nvidia-smi) call (memory used
-        per GPU) and reads everything again only once that memory looks free; the verdict always comes from a full read.
       - V(0) reads once. Waiting here costs one module run instead of one per poll, which makes
         M(gpuops.hygiene.gpu_memory_facts) a faster verification loop than O(ignore:until)/O(ignore:retries).
     type: float
@@ -257,12 +255,8 @@ ansible_facts:
           description: "How many times the GPUs were read (more than 1 only with O(wait_for))."
           type: int
           returned: always
-        light_polls:
-          description: "How many of the polls began with the light read of memory per GPU (see O(wait_for))."
-          type: int
-          returned: always
         nvidia_smi_calls_total:
-          description: "How many times C(nvidia-smi) ran over all the polls."
+          description: "How many times C(nvidia-smi) ran over all the polls (two per read, three with an older driver)."
           type: int
           returned: always
         waited_s:

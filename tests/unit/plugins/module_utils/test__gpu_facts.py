@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import threading
-
 import pytest
 from gpusim.profiles import gpu_identities
 
@@ -73,55 +68,10 @@ def test_request_validation(fields, message):
     assert str(error.value) == message
 
 
-def _waiting(smi, **fields):
-    return _gpu_facts.Request(nvidia_smi_path=smi, backend="nvidia_smi", expected_gpu_count=8, poll_interval=0.05,
-                              **fields)
-
-
-def test_held_memory_is_polled_with_one_light_call_and_judged_by_a_full_read(static_smi):
+def test_a_wait_reads_everything_at_every_poll(static_smi):
     smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8), "leaked": {"3": 4096}})
-    facts = _gpu_facts.collect_until_clean(_waiting(smi, wait_for=0.5))
-    assert facts["verdict"] == "busy" and facts["gpus"][3]["memory_used_mib"] >= 4096
-    assert facts["polls"] >= 3 and facts["light_polls"] == facts["polls"] - 1
-    # The first full read, one light call per later poll, and a full read for the verdict when the time is up.
-    assert facts["nvidia_smi_calls_total"] == 2 + facts["light_polls"] + 2
-
-
-def test_free_memory_that_leaves_the_host_busy_switches_to_full_reads(static_smi):
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8),
-                          "processes": [{"pid": holder.pid, "gpu": 0, "mib": 20, "name": sys.executable}]})
-        facts = _gpu_facts.collect_until_clean(_waiting(smi, wait_for=0.5))
-    finally:
-        holder.kill()
-        holder.wait()
-    assert facts["verdict"] == "busy" and facts["gpus"][0]["holder_pids"] == [holder.pid]
-    assert facts["polls"] >= 3 and facts["light_polls"] == 1
-    # Every poll two calls: the light one and the processes, then whole reads.
+    facts = _gpu_facts.collect_until_clean(_gpu_facts.Request(nvidia_smi_path=smi, backend="nvidia_smi",
+                                                              expected_gpu_count=8, poll_interval=0.05, wait_for=0.5))
+    assert facts["verdict"] == "busy" and facts["gpus"][3]["memory_used_mib"] >= 4096 and facts["polls"] >= 3
+    # Both queries at every poll: the GPUs and the processes, side by side.
     assert facts["nvidia_smi_calls"] == 2 and facts["nvidia_smi_calls_total"] == 2 * facts["polls"]
-
-
-def test_memory_freed_during_the_wait_ends_it_with_a_clean_full_read(static_smi, tmp_path):
-    world = {"profile": "h200", "gpus": gpu_identities("unit", 8), "leaked": {"0": 95944, "7": 95944}}
-    smi = static_smi(world)
-    world.pop("leaked")
-    freeing = threading.Timer(0.4, (tmp_path / "world.json").write_text, [json.dumps(world)])
-    freeing.start()
-    try:
-        facts = _gpu_facts.collect_until_clean(_waiting(smi, wait_for=20))
-    finally:
-        freeing.cancel()
-    assert facts["verdict"] == "clean" and facts["nvidia_smi_calls"] == 2
-    assert facts["light_polls"] == facts["polls"] - 1 >= 1 and facts["waited_s"] < 10
-    # The last poll's light call found the memory free, and its rows were judged with one call for the processes.
-    assert facts["nvidia_smi_calls_total"] == 2 + facts["light_polls"] + 1
-
-
-def test_an_answer_the_light_poll_cannot_use_means_whole_reads(static_smi):
-    smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8), "leaked": {"1": 4096},
-                      "faults": {"unsupported_fields": ["memory.reserved"]}})
-    facts = _gpu_facts.collect_until_clean(_waiting(smi, wait_for=1.0))
-    assert facts["verdict"] == "busy" and facts["polls"] >= 3 and facts["light_polls"] == 1
-    # An older driver: each whole read asks twice for the GPUs (the second time without the newer fields).
-    assert facts["nvidia_smi_calls"] == 3 and facts["nvidia_smi_calls_total"] == 1 + 3 * facts["polls"]
