@@ -575,7 +575,7 @@ def judge_reset(run: PlayRun, names: list[str], watch: ExitWatch | None, polled:
             kill_module = (kill_record or {}).get("result", {}).get("elapsed_s")
         entry = {"host": name, "verdict": verdicts[name], "polls": memory.get("polls"), "waited_s": memory.get("waited_s"),
                  "nvidia_smi_calls_per_poll": memory.get("nvidia_smi_calls"), "verify_read_s": memory.get("elapsed_s"),
-                 "light_polls": memory.get("light_polls"), "nvidia_smi_calls_total": memory.get("nvidia_smi_calls_total"),
+                 "nvidia_smi_calls_total": memory.get("nvidia_smi_calls_total"),
                  "before_read_s": before.get("elapsed_s"), "before_smi_calls": before.get("nvidia_smi_calls"),
                  "kill_module_s": kill_module, "kill_task_s": _duration(kill_record), "wait_task_s": _duration(wait),
                  "before_task_s": _duration(befores_record), "one_module_run": bool(one_task)}

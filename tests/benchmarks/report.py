@@ -133,7 +133,6 @@ def summarize(results: dict) -> dict:
             "smi_calls_per_poll_max": max((entry.get("nvidia_smi_calls_per_poll") or 0 for entry in entries), default=None),
             "smi_calls_per_poll_mean": _median([entry["nvidia_smi_calls_total"] / entry["polls"] for entry in entries
                                                 if entry.get("nvidia_smi_calls_total") and entry.get("polls")]),
-            "light_polls_median": _median([entry.get("light_polls") for entry in entries]),
             "before_read_s": _median([entry.get("before_read_s") for entry in entries]),
             "verify_read_s": _median([entry.get("verify_read_s") for entry in entries]),
             "before_task_s": _median([entry.get("before_task_s") for entry in entries]),

@@ -31,8 +31,8 @@ import time
 
 from ansible.plugins.callback import CallbackBase
 
-FACT_KEYS = ("verdict", "polls", "light_polls", "waited_s", "nvidia_smi_calls", "nvidia_smi_calls_total", "collected_at",
-             "elapsed_s", "backend")
+FACT_KEYS = ("verdict", "polls", "waited_s", "nvidia_smi_calls", "nvidia_smi_calls_total", "collected_at", "elapsed_s",
+             "backend")
 RESULT_KEYS = ("rc", "stdout", "start", "end", "delta", "elapsed_s", "grace_period", "timeout", "msg")
 OUTCOME_KEYS = ("verdict", "seconds_to_clean", "mib_freed", "processes_stopped", "gpus_clean", "message")
 
