@@ -219,7 +219,7 @@ def _chain_table(summary: dict, hosts: int = 1) -> str:
         else:
             other += task["slot_s"] or 0
             count += 1
-    rows.append([f"the other {count} tasks (argument check, set_fact, skipped, summary play)", _f(other), "-", _f(other)])
+    rows.append([f"the other {count} tasks (argument check, skipped ones, summary play)", _f(other), "-", _f(other)])
     rows.append(["end of the last play -> exit", _f(profile["phases"]["teardown_s"]), "-", "-"])
     return _table([f"{hosts} host: step", "slot s", "the module's own time s", "Ansible around it s"], rows)
 
@@ -237,18 +237,18 @@ def _comparison_table(summary: dict, baselines: list[dict]) -> str:
         return " -> ".join(values)
 
     rows = []
-    for transport, hosts in sorted({(row["transport"], row["hosts"]) for row in summary["ratios"]}):
-        ratios = [_ratio(version, transport, hosts) for version in versions]
-        if any(not ratio or ratio.get("reset_s") is None for ratio in ratios):
+    for transport, hosts in sorted({(row["transport"], row["hosts"]) for version in versions for row in version["ratios"]}):
+        ratios = [_ratio(version, transport, hosts) or {} for version in versions]
+        if all(ratio.get("reset_s") is None for ratio in ratios):
             continue
         walls = [_wall(version, transport, hosts, "reset") for version in versions]
         lags = [_detection(version, transport, hosts).get("detection_lag_median_s") for version in versions]
         tasks = [len((version["profiles"].get(f"{transport}/{hosts}/reset") or {}).get("tasks", [])) or "-"
                  for version in versions]
-        rows.append([transport, hosts, chain([_f(ratio["reset_s"]) for ratio in ratios]),
-                     chain([_f(ratio["floor_s"]) for ratio in ratios]),
-                     chain([_f(ratio["reset_over_floor"]) for ratio in ratios]),
-                     chain([_f(ratio["manual_over_reset"]) for ratio in ratios]),
+        rows.append([transport, hosts, chain([_f(ratio.get("reset_s")) for ratio in ratios]),
+                     chain([_f(ratio.get("floor_s")) for ratio in ratios]),
+                     chain([_f(ratio.get("reset_over_floor")) for ratio in ratios]),
+                     chain([_f(ratio.get("manual_over_reset")) for ratio in ratios]),
                      chain([_f(lag) for lag in lags]), chain([cpu(wall) for wall in walls]),
                      chain([str(count) for count in tasks])])
     return _table(["connection", "hosts", "reset s", "floor s", "reset / floor", "manual / reset", "detection lag s",
@@ -343,6 +343,8 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
     local_mitogen = _wall(summary, "local-mitogen", 8, "reset")
     free8 = _wall(summary, "local", 8, "reset_free")
     free32 = _wall(summary, "local", 32, "reset_free")
+    free_pays = free8.get("median_s") is not None and reset8.get("median_s") is not None and \
+        free8["median_s"] < reset8["median_s"]
     reset32 = _wall(summary, "local", 32, "reset")
     fit = summary["fits"].get("reset") or {}
     skipped_sizes = results.get("skipped", [])
@@ -370,7 +372,7 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
 
     add("## Headline\n")
     add(_headline(summary) + "\n")
-    add(f"On this machine (2 cores shared by the controller, every simulated host and other test sessions) the reset takes "
+    add(f"On this machine (2 cores shared by the controller, every simulated host and whatever else runs on it) the reset takes "
         f"{_f(reset8.get('median_s'))} s at 8 hosts against a floor of {_f(eight.get('floor_s'))} s, and the manual recipe "
         f"{_f(_wall(summary, 'local', 8, 'manual').get('median_s'))} s. At 1 host, where the reset's work does not compete "
         f"with other hosts for the CPU, it takes {_f(reset1.get('median_s'))} s against {_f(one.get('floor_s'))} s "
@@ -423,11 +425,11 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
   read that gave the verdict) and of all its polls together (`nvidia_smi_calls_total`); `polls` is the number of reads.
   The target is judged on the last read's calls (the most over hosts); the mean per poll is shown next to it.
 - **Load.** Before each run the benchmark samples the CPU busy fraction and waits (at most {meta['quiet']['max_wait_s']:.0f} s)
-  for it to fall under {meta['quiet']['threshold']}; the figure is kept with every run. Other sessions ran test suites on this
-  machine throughout: {load['runs']} runs, median busy fraction before a run {_f(load['busy_median'])},
-  {_f(100 * (load['quiet_fraction'] or 0), 0)} % of runs started quiet, 1-minute load average {_f(load['loadavg_min'], 1)} to
-  {_f(load['loadavg_max'], 1)} (the high end is mostly this benchmark's own forks and hosts at 32 and 64 hosts).
-  Ratios within a repetition are therefore given next to ratios of medians.
+  for it to fall under {meta['quiet']['threshold']}; the figure is kept with every run: {load['runs']} runs, median busy
+  fraction before a run {_f(load['busy_median'])}, {_f(100 * (load['quiet_fraction'] or 0), 0)} % of runs started quiet,
+  1-minute load average {_f(load['loadavg_min'], 1)} to
+  {_f(load['loadavg_max'], 1)} (the high end is mostly this benchmark's own forks and hosts at the larger sizes).
+  Ratios within a repetition are given next to ratios of medians.
 """)
 
     add("## The machine\n")
@@ -464,7 +466,7 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
     if baselines:
         add("## Before and after\n")
         add("The same benchmark ran on earlier versions of the collection, at different times on the same shared machine "
-            "(compare the ratios first); each arrow reads oldest -> this run:\n")
+            "(compare the ratios first); each arrow reads oldest -> this run, `-` where that run did not measure it:\n")
         for base in baselines:
             base_tasks = len((base["summary"]["profiles"].get("local/1/reset") or {}).get("tasks", []))
             add(f"- commit `{base['meta']['machine']['commit'][:12]}` ({base['label']}; {base_tasks} tasks per host; "
@@ -541,8 +543,8 @@ GPUs and the processes, asked side by side.
   (the no-op play pays the same), and the second play (summary table and the fail task) adds a play start and two
   more barriers.
 - Strategy `free` (`-e gpu_reset_strategy=free`): {_f(free8.get('median_s'))} s at 8 hosts and {_f(free32.get('median_s'))} s at 32
-  (linear: {_f(reset8.get('median_s'))} and {_f(reset32.get('median_s'))}). It removes the barriers but not the CPU, so on this
-  machine it does not pay; on a real fleet with hosts of uneven speed it would.
+  (linear: {_f(reset8.get('median_s'))} and {_f(reset32.get('median_s'))}). It removes the barriers but not the CPU, and on this
+  machine it {'paid' if free_pays else 'did not pay'}; on a real fleet with hosts of uneven speed it can.
 """)
 
     add("## The manual recipe: what really happens\n")
@@ -579,11 +581,11 @@ GPUs and the processes, asked side by side.
 - mitogen {meta.get('mitogen', '-')} (installed with `pip install --target tests/output/mitogen`, the venv untouched) loads with
   ansible-core 2.21 and ran the unchanged playbook with `-e gpu_reset_strategy=mitogen_linear` (the play sets its strategy
   from that variable, so `ANSIBLE_STRATEGY` alone would not reach it): {_f(ssh_mitogen.get('median_s'))} s over SSH against
-  {_f(ssh_reset.get('median_s'))} s without it, with the hosts' CPU cut from {_f(ssh_reset.get('inside_cpu_s'), 1)} to
-  {_f(ssh_mitogen.get('inside_cpu_s'), 1)} CPU-s (modules run in a resident interpreter); its no-op play is slower
-  ({_f(mitogen_floor.get('median_s'))} s against {_f(ssh_floor.get('median_s'))} s: the interpreter has to be bootstrapped first).
+  {_f(ssh_reset.get('median_s'))} s without it, the hosts' CPU {_f(ssh_mitogen.get('inside_cpu_s'), 1)} CPU-s against
+  {_f(ssh_reset.get('inside_cpu_s'), 1)} (modules run in a resident interpreter); its no-op play took
+  {_f(mitogen_floor.get('median_s'))} s against {_f(ssh_floor.get('median_s'))} s (the interpreter has to be bootstrapped first).
   mitogen only accelerates the connection types it knows; with the test connection `gpusim` its strategy still ran
-  every task (every host clean) but took {_f(local_mitogen.get('median_s'))} s against {_f(reset8.get('median_s'))} s.{mitogen_note}
+  every task (every host clean) and took {_f(local_mitogen.get('median_s'))} s against {_f(reset8.get('median_s'))} s.{mitogen_note}
   mitogen is a third-party strategy that hooks Ansible internals; it is an option for users, not something the
   collection should require.
 """)
@@ -596,8 +598,6 @@ GPUs and the processes, asked side by side.
     target_manual8 = round(manual8["median_s"] / 3, 2) if manual8.get("median_s") else None
     pipelining_gain = ((ssh_nopipe.get("median_s") or 0) - (ssh_reset.get("median_s") or 0)
                        if ssh_nopipe.get("median_s") and ssh_reset.get("median_s") else None)
-    free_pays = free8.get("median_s") is not None and reset8.get("median_s") is not None and \
-        free8["median_s"] < reset8["median_s"]
     add(f"""Changes measured with this benchmark (see [Before and after](#before-and-after)):
 
 1. **One module run per host for the whole reset** (`gpuops.hygiene.gpu_host_reset`): the read, the stop, the wait and the
