@@ -171,8 +171,8 @@ def summarize(results: dict) -> dict:
 
 
 def _targets(summary: dict) -> list[dict]:
-    def ratio(hosts: int, key: str) -> float | None:
-        return next((row[key] for row in summary["ratios"] if row["transport"] == "local" and row["hosts"] == hosts), None)
+    def ratio(hosts: int, key: str, transport: str = "local") -> float | None:
+        return next((row[key] for row in summary["ratios"] if row["transport"] == transport and row["hosts"] == hosts), None)
 
     local = [row for row in summary["detection"] if row["transport"] == "local" and row["variant"] == "reset"]
     eight = next((row for row in local if row["hosts"] == 8), local[0] if local else None)
@@ -183,6 +183,12 @@ def _targets(summary: dict) -> list[dict]:
          "paired": ratio(8, "reset_over_floor_paired"), "ok": lambda value: value <= TARGETS["reset_over_floor_8"]},
         {"name": "manual / reset at 8 hosts", "target": ">= 3", "measured": ratio(8, "manual_over_reset"),
          "paired": ratio(8, "manual_over_reset_paired"), "ok": lambda value: value >= TARGETS["manual_over_reset"]},
+        {"name": "reset / floor at 8 hosts over SSH (informative)", "target": "<= 1.5",
+         "measured": ratio(8, "reset_over_floor", "ssh"), "paired": ratio(8, "reset_over_floor_paired", "ssh"),
+         "ok": lambda value: value <= TARGETS["reset_over_floor_8"]},
+        {"name": "manual / reset at 8 hosts over SSH (informative)", "target": ">= 3",
+         "measured": ratio(8, "manual_over_reset", "ssh"), "paired": ratio(8, "manual_over_reset_paired", "ssh"),
+         "ok": lambda value: value >= TARGETS["manual_over_reset"]},
         {"name": "detection lag, median (8 hosts)", "target": "<= 0.5 s",
          "measured": eight["detection_lag_median_s"] if eight else None, "paired": None,
          "ok": lambda value: value <= TARGETS["detection_lag_s"]},
