@@ -19,7 +19,8 @@ from xml.etree import ElementTree
 import pytest
 
 from gpusim import fleet, paths
-from gpusim.testing import COLLECTIONS, REPO, alive, processes, run_playbook, wait_for_gpu_holders, wait_until
+from gpusim.testing import (COLLECTIONS, REPO, alive, process_with_pid, processes, run_playbook,
+                            wait_for_gpu_holders, wait_until)
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 STATUS = os.path.join(REPO, "playbooks", "gpu_status.yml")
@@ -477,18 +478,6 @@ def test_f13_persistenced_and_dcgm_exporter_are_spared_and_the_host_is_clean(sim
 # --- 14-15: namespaces and permissions --------------------------------------------------------------------
 
 
-def _process_with_pid(node, vmid, wanted):
-    """Fork sleepers inside the container until one gets the wanted PID (PIDs are allocated upwards)."""
-    script = ("import os,sys,time\nwanted=int(sys.argv[1])\nsys.stdout.flush()\n"
-              "while True:\n pid=os.fork()\n if pid==0:\n  if os.getpid()==wanted:\n"
-              "   null=os.open(os.devnull,os.O_RDWR)\n   [os.dup2(null,fd) for fd in (0,1,2)]\n   time.sleep(3600)\n"
-              "  os._exit(0)\n if pid>=wanted:\n  print(pid); break\n os.waitpid(pid,0)\n")
-    result = fleet.run(node, ["python3", "-c", script, str(wanted)], container=vmid)
-    pid = result.stdout.strip()
-    assert pid == str(wanted), f"could not get PID {wanted} inside container {vmid}: {pid}"
-    return int(pid)
-
-
 def test_f14_host_pid_from_the_driver_is_never_a_local_process_inside_a_container(sim, playbook):
     node = sim.node()
     ct200 = sim.container(node, "200", [0, 1])
@@ -497,7 +486,7 @@ def test_f14_host_pid_from_the_driver_is_never_a_local_process_inside_a_containe
     wait_for_gpu_holders(node, 1)
     holder = fleet.gpu_state(node)["processes"][0]["pid"]
     # An innocent process inside container 200 with the same PID number and the same name (python3) as the holder.
-    innocent = _process_with_pid(node, "200", holder)
+    innocent = process_with_pid(node, "200", holder)
     inventory = sim.inventory(hosts=[ct200])  # gpusim_host=<node>, gpusim_container=200: the modules run inside
     run = run_playbook(playbook("facts.yml"), inventory, {"expected_gpu_count": 2})
     facts = run.result(FACTS, ct200)["ansible_facts"]["gpu_memory"]

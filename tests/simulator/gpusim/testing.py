@@ -182,3 +182,15 @@ def wait_for_gpu_holders(host: str, count: int, timeout: float = 30.0) -> list[d
         holders = fleet.gpu_state(host)["processes"]
         return holders if len(holders) >= count else None
     return wait_until(enough, timeout, message=f"{count} GPU holders on {host}")
+
+
+def process_with_pid(node: str, vmid: str, wanted: int) -> int:
+    """Fork sleepers inside the container until one gets the wanted PID (PIDs are allocated upwards)."""
+    script = ("import os,sys,time\nwanted=int(sys.argv[1])\nsys.stdout.flush()\n"
+              "while True:\n pid=os.fork()\n if pid==0:\n  if os.getpid()==wanted:\n"
+              "   null=os.open(os.devnull,os.O_RDWR)\n   [os.dup2(null,fd) for fd in (0,1,2)]\n   time.sleep(3600)\n"
+              "  os._exit(0)\n if pid>=wanted:\n  print(pid); break\n os.waitpid(pid,0)\n")
+    result = fleet.run(node, ["python3", "-c", script, str(wanted)], container=vmid)
+    pid = result.stdout.strip()
+    assert pid == str(wanted), f"could not get PID {wanted} inside container {vmid}: {pid}"
+    return int(pid)
