@@ -31,10 +31,12 @@ CLIENT_GRACE_S = 5.0
 KILL_WAIT_S = 30.0
 MATCH_TIMEOUT_S = 2.0
 RESPAWN_WATCH_S = 3.0
+# Re-scans of trees that still grow at the end of the grace period, once their processes are stopped (SIGSTOP).
+GROWTH_ROUNDS = 10
 MAX_PATTERN_LENGTH = 1000
 # Programs that run or wrap a namespace (never a server, and stopping them stops a container).
 NAMESPACE_INITS = frozenset({"init", "systemd", "openrc-init", "runit", "s6-svscan", "tini", "dumb-init",
-                             "catatonit", "docker-init", "lxc-init"})
+                             "catatonit", "docker-init", "lxc-init", "pause"})
 SUPERVISORS = frozenset({"supervisord", "runsv", "s6-supervise", "circusd", "monit"})
 
 CLIENT, ROOT, MEMBER = 0, 1, 2
@@ -113,6 +115,9 @@ class Target:
     first_signal_at: float | None = None
     exited_at: float | None = None
     failure: str | None = None
+    # The executable at pinning; a process that runs another program before a signal is skipped (the reason).
+    exe: str | None = None
+    skipped: str | None = None
 
     @property
     def gone(self) -> bool:
@@ -173,17 +178,24 @@ class Selector:
                               f"{', '.join(repr(pattern) for _kind, pattern in patterns)}") from None
         return {int(pid): rule for pid, rule in found.items()}
 
-    def protection(self, process: _procfs.Process) -> str | None:
+    def protection(self, process: _procfs.Process, member: bool = False) -> str | None:
+        """Why a process must never be signalled (None: it may be). member: reached only through a target's tree."""
         if process.pid == os.getpid():
             return "this module"
         if process.pid in self.ancestors and self.ancestors[process.pid] == process.start_ticks:
             return "an ancestor of this module (the Ansible process chain)"
         if process.pid == 1:
-            return "PID 1"
+            return ("PID 1 of this PID namespace: the kernel discards SIGKILL sent to it from inside, and its end "
+                    "would end every process here, this module included; stop it from the parent namespace")
         if process.is_kernel_thread:
             return "a kernel thread"
-        if process.is_namespace_init and (process.name in NAMESPACE_INITS or process.container is not None):
-            return "PID 1 of a container"
+        if process.is_namespace_init:
+            where = process.container.describe() if process.container else "its PID namespace"
+            if process.name in NAMESPACE_INITS:
+                return f"the init ({process.name}) of {where}: stopping it stops everything in it"
+            if member and process.container is not None:
+                return (f"PID 1 of {where}, reached only as a member of a target's tree: a container's "
+                        "PID 1 is stopped only when a rule matches it")
         if _gpu_facts.is_protected(process, self.protected_names):
             return "protected GPU infrastructure"
         return None
@@ -223,10 +235,10 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
         _consider(process, matched[0], matched[1], chosen, result, selector)
 
     # Whole trees: descendants, and the members of process groups and sessions a target leads.
+    holds = _PidHolders(request.proc)
     for target in list(chosen.values()):
         leader = target.process.pid
-        members = _procfs.descendants([leader], table) | {
-            process.pid for process in table.values() if leader in (process.pgid, process.sid)}
+        members = _tree_members(target.process, table, holds)
         for pid in sorted(members):
             if pid not in chosen:
                 phase = CLIENT if target.phase == CLIENT else MEMBER
@@ -237,7 +249,59 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
         if target.phase == ROOT and target.process.ppid in chosen and chosen[target.process.ppid].phase != CLIENT:
             target.phase = MEMBER
     result.targets = sorted(chosen.values(), key=lambda target: (target.phase, target.process.pid))
+    _note_unhandled_init_signals(request, result)
     return result
+
+
+class _PidHolders:
+    """Whether a process of the snapshot still holds its PID, read once after the whole snapshot was taken."""
+
+    def __init__(self, proc: str) -> None:
+        self.proc = proc
+        self.known: dict[int, bool] = {}
+
+    def __call__(self, process: _procfs.Process) -> bool:
+        if process.pid not in self.known:
+            self.known[process.pid] = _procfs.start_ticks(process.pid, self.proc) == process.start_ticks
+        return self.known[process.pid]
+
+
+def _tree_members(leader: _procfs.Process, table: dict[int, _procfs.Process],
+                  holds: t.Callable[[_procfs.Process], bool]) -> set[int]:
+    """Descendants of the leader and members of the group and session it leads, by identity, not by number.
+
+    A link (PPID, PGID or SID equal to a PID) counts only when that process still holds its PID after the
+    snapshot and the member started no earlier than it: then the PID was its own while the member's record
+    was read, and never a number a dead process had released.
+    """
+    children: dict[int, list[_procfs.Process]] = {}
+    for process in table.values():
+        children.setdefault(process.ppid, []).append(process)
+    found: set[int] = set()
+    stack = [leader]
+    while stack:
+        parent = stack.pop()
+        if not holds(parent):
+            continue
+        for child in children.get(parent.pid, ()):
+            if child.pid not in found and child.pid != leader.pid and child.start_ticks >= parent.start_ticks:
+                found.add(child.pid)
+                stack.append(child)
+    if holds(leader):
+        found |= {process.pid for process in table.values() if process.pid != leader.pid
+                  and leader.pid in (process.pgid, process.sid) and process.start_ticks >= leader.start_ticks}
+    return found
+
+
+def _note_unhandled_init_signals(request: Request, result: Plan) -> None:
+    """A container's PID 1 gets a signal from outside only if it handles it (SIGKILL always): say so."""
+    number = getattr(signal, request.signal)
+    for target in result.targets:
+        process = target.process
+        if process.is_namespace_init and process.pid != 1 and number != signal.SIGKILL and \
+                _procfs.handles_signal(process.pid, number, request.proc) is False:
+            result.warnings.append(f"pid {process.pid} is PID 1 of its PID namespace and has no handler for "
+                                   f"{request.signal}: the kernel discards it, so it gets SIGKILL after the grace period")
 
 
 def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int, Target], result: Plan,
@@ -250,7 +314,7 @@ def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int,
         if note not in result.warnings:
             result.warnings.append(note)
         return
-    why_not = selector.protection(process)
+    why_not = selector.protection(process, member=phase == MEMBER or rule.startswith("member of the tree"))
     if why_not:
         result.protected.append((process, rule, why_not))
     elif not selector.in_scope(process):
@@ -284,10 +348,34 @@ class Executor:
             target.exited_at = time.monotonic()
             return False
         target.pidfd = pidfd
-        return True
+        identity = _procfs.program_identity(target.process.pid, self.request.proc)
+        target.exe = identity[0] if identity else None
+        return self.same_program(target)
+
+    def same_program(self, target: Target) -> bool:
+        """Whether the pinned process still runs the program it was selected for (no exec since the snapshot).
+
+        Read through /proc/PID, then checked against the pidfd: while the process has not exited, the PID is
+        its own, so what was read is about it. False marks it gone or skipped (with the reason in the notes).
+        """
+        pid = target.process.pid
+        identity = _procfs.program_identity(pid, self.request.proc)
+        if identity is None or _exited(t.cast(int, target.pidfd)):
+            target.exited_at = target.exited_at or time.monotonic()
+            return False
+        exe, layout = identity
+        if exe == target.exe and layout == target.process.layout:
+            return True
+        what = f"executable {target.exe} -> {exe}" if exe != target.exe else f"{exe}, loaded anew (exec)"
+        target.skipped = (f"pid {pid} ({target.process.cmdline[:200]}) runs another program since it was selected "
+                          f"({what}; now: {_cmdline_now(pid, self.request.proc)}): not signalled")
+        self.log(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: skipped {target.skipped}")
+        return False
 
     def send(self, target: Target, name: str) -> None:
-        if target.gone or target.pidfd is None or target.failure:
+        if target.gone or target.pidfd is None or target.failure or target.skipped:
+            return
+        if not self.same_program(target):
             return
         number = getattr(signal, name)
         try:
@@ -303,14 +391,15 @@ class Executor:
         process = target.process
         self.log(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: sent {name} to pid {process.pid} "
                  f"({process.cmdline[:200]}) started at tick {process.start_ticks}; rule: {target.rule}")
-        if name != "SIGKILL" and _procfs.state_of(process.pid, self.request.proc) in ("T", "t"):
+        if name not in ("SIGKILL", "SIGSTOP") and _procfs.state_of(process.pid, self.request.proc) in ("T", "t"):
             self.send(target, "SIGCONT")
 
     def wait(self, targets: list[Target], until: float) -> None:
         """Wait until these targets are gone or the moment passes; a pidfd turns readable at exit."""
         until = min(until, self.deadline)
         while True:
-            alive = [target for target in targets if not target.gone and target.pidfd is not None and not target.failure]
+            alive = [target for target in targets
+                     if not target.gone and target.pidfd is not None and not target.failure and not target.skipped]
             remaining = until - time.monotonic()
             if not alive or remaining <= 0:
                 return
@@ -328,6 +417,18 @@ class Executor:
             if target.pidfd is not None:
                 os.close(target.pidfd)
                 target.pidfd = None
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the process behind a pidfd has exited (without waiting)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _cmdline_now(pid: int, proc: str) -> str:
+    process = _procfs.read_process(pid, proc)
+    return process.cmdline[:200] if process else "gone"
 
 
 def stop_units(units: dict[str, list[Target]], executor: Executor, warnings: list[str]) -> dict[str, str]:
@@ -432,6 +533,7 @@ def _stop(request: Request, planned: Plan, units: dict[str, list[Target]], resta
             executor.send(target, request.signal)
     servers = roots + members + found
     executor.wait(servers, grace_deadline)
+    servers += _stop_growth(request, planned, table, selector, executor, respawned, servers)
     for target in servers:
         executor.send(target, "SIGKILL")
     executor.wait(servers, executor.deadline)
@@ -441,11 +543,55 @@ def _stop(request: Request, planned: Plan, units: dict[str, list[Target]], resta
     if restarters_left:
         watch_until = min(time.monotonic() + RESPAWN_WATCH_S, executor.deadline)
         while not respawned and time.monotonic() < watch_until:
-            respawned.extend(target.process for target in _rescan(request, planned, table, selector, respawned))
+            _last_look(request, planned, table, selector, executor, respawned)
             time.sleep(0.1)
     else:
-        respawned.extend(target.process for target in _rescan(request, planned, table, selector, respawned))
+        _last_look(request, planned, table, selector, executor, respawned)
     return unit_outcome
+
+
+def _chase(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
+           executor: Executor, respawned: list[_procfs.Process]) -> list[Target]:
+    """Re-scan; pin the new members of the trees and add them to the targets."""
+    found = []
+    for target in _rescan(request, planned, table, selector, respawned):
+        if executor.pin(target):
+            executor.targets.append(target)
+            found.append(target)
+    return found
+
+
+def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
+                 executor: Executor, respawned: list[_procfs.Process], servers: list[Target]) -> list[Target]:
+    """Before SIGKILL: if the trees still grow, stop them (SIGSTOP, roots first) and re-scan until nothing new appears.
+
+    A stopped process cannot fork, so every round finds only children forked before their parent stopped, and
+    SIGKILL then reaches the whole tree. A tree that does not grow gets no SIGSTOP. Returns the new targets.
+    """
+    added = _chase(request, planned, table, selector, executor, respawned)
+    new = list(added)
+    rounds = 0
+    if added:
+        for target in servers:
+            executor.send(target, "SIGSTOP")
+    while new and rounds < GROWTH_ROUNDS and time.monotonic() < executor.deadline:
+        for target in new:
+            executor.send(target, "SIGSTOP")
+        new = _chase(request, planned, table, selector, executor, respawned)
+        added += new
+        rounds += 1
+    if new:
+        planned.warnings.append(f"the process trees still grew after {rounds} re-scans with their processes stopped")
+    return added
+
+
+def _last_look(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
+               executor: Executor, respawned: list[_procfs.Process]) -> None:
+    """After SIGKILL: late members of the trees get SIGKILL too (they are no respawn); other new matches are respawns."""
+    late = _chase(request, planned, table, selector, executor, respawned)
+    for target in late:
+        executor.send(target, "SIGKILL")
+    executor.wait(late, executor.deadline)
 
 
 def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
@@ -453,8 +599,7 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
     """After the first signals: new processes of the trees are chased, new matches are respawns."""
     known = {target.process.identity for target in planned.targets} | {process.identity for process in respawned}
     now_table = _procfs.scan(request.proc)
-    # Only targets still pinned by a pidfd lead a tree: a target PID that was reused leads nothing of ours.
-    leaders = {target.process.pid for target in planned.targets if target.pidfd is not None}
+    parents, groups, sessions = _anchors(planned, request.proc)
     try:
         pattern_rules = selector.pattern_matches(now_table)
     except GpuOpsError as error:
@@ -464,18 +609,41 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
     for pid, process in now_table.items():
         if process.identity in known or (pid in table and table[pid].identity == process.identity):
             continue
-        in_tree = process.ppid in leaders or (process.pgid in leaders and process.pgid != pid) or \
-            (process.sid in leaders and process.sid != pid)
+        parent = parents.get(process.ppid)
+        in_tree = (parent is not None and process.start_ticks >= parent) or \
+            (process.pgid in groups and process.pgid != pid) or (process.sid in sessions and process.sid != pid)
         rule = selector.rule_for(process, pattern_rules)
         if not in_tree and rule is None:
             continue
-        if selector.protection(process) or not selector.in_scope(process):
+        if selector.protection(process, member=in_tree) or not selector.in_scope(process):
             continue
         if in_tree:
             found.append(Target(process, "appeared in the tree of a target during shutdown", MEMBER))
         else:
             respawned.append(process)
     return found
+
+
+def _anchors(planned: Plan, proc: str) -> tuple[dict[int, int], set[int], set[int]]:
+    """What still belongs to the targets, read after a re-scan: PIDs (with start ticks), process groups, sessions.
+
+    A PID counts while its target runs (its pidfd has not fired): until then the number is its own. A group or a
+    session led by a target counts while a running target is still in it: its number cannot be reused meanwhile.
+    A number that a dead target released belongs to nothing of ours.
+    """
+    running = [target for target in planned.targets
+               if target.pidfd is not None and not target.gone and not _exited(target.pidfd)]
+    led_groups = {target.process.pid for target in planned.targets if target.process.pgid == target.process.pid}
+    led_sessions = {target.process.pid for target in planned.targets if target.process.sid == target.process.pid}
+    groups: set[int] = set()
+    sessions: set[int] = set()
+    for target in running:
+        now = _procfs.read_process(target.process.pid, proc)
+        if now is not None and now.start_ticks == target.process.start_ticks:
+            groups.add(now.pgid)
+            sessions.add(now.sid)
+    parents = {target.process.pid: target.process.start_ticks for target in running}
+    return parents, groups & led_groups, sessions & led_sessions
 
 
 def _entry(process: _procfs.Process, booted_at: float) -> dict[str, t.Any]:
@@ -498,6 +666,9 @@ def _result(request: Request, planned: Plan, executor: Executor, units: dict[str
     phases = {CLIENT: "client", ROOT: "server", MEMBER: "member"}
     killed, survivors = [], []
     for target in executor.targets if not request.check_mode else []:
+        if target.skipped:
+            planned.warnings.append(target.skipped)
+            continue
         entry = _entry(target.process, booted_at)
         entry.update(rule=target.rule, role=phases[target.phase], signals=target.signals)
         if target.gone and not target.failure:

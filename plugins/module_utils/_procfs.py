@@ -65,6 +65,10 @@ class Process:
     uid: int | None
     nspid: tuple[int, ...]
     cgroups: tuple[str, ...]
+    # Where the program's memory was laid out (code, stack, heap): a new layout at every exec.
+    layout: tuple[int, ...] = ()
+    # The main thread has exited (pthread_exit) while other threads run: cmdline and state are a live thread's.
+    main_thread_exited: bool = False
 
     @property
     def identity(self) -> tuple[int, int]:
@@ -83,7 +87,8 @@ class Process:
 
     @property
     def is_kernel_thread(self) -> bool:
-        return bool(self.flags & PF_KTHREAD) or self.pid == 2 or self.ppid == 2
+        # Only the flag: PID 2 is kthreadd only in the initial PID namespace; elsewhere it is a process like any other.
+        return bool(self.flags & PF_KTHREAD)
 
     @property
     def namespace_pid(self) -> int:
@@ -141,7 +146,7 @@ def _read_bytes(path: str) -> bytes:
         return handle.read()
 
 
-def parse_stat(text: str) -> dict[str, int | str]:
+def parse_stat(text: str) -> dict[str, t.Any]:
     """Fields of /proc/PID/stat that matter here; comm may hold spaces and parentheses."""
     head, _paren, tail = text.rpartition(")")
     pid_text, _sep, comm = head.partition(" (")
@@ -156,6 +161,8 @@ def parse_stat(text: str) -> dict[str, int | str]:
         "flags": int(fields[6]),
         "threads": int(fields[17]),
         "start_ticks": int(fields[19]),
+        # startcode, endcode, startstack and start_brk (0 without ptrace access to the process).
+        "layout": tuple(int(fields[index]) for index in (23, 24, 25, 44) if index < len(fields)),
     }
 
 
@@ -201,6 +208,13 @@ def read_process(pid: int, proc: str = PROC) -> Process | None:
     except (ValueError, IndexError):
         # A half-written record of a process that is exiting right now.
         return None
+    main_thread_exited = stat["state"] == "Z" and int(stat["threads"]) > 1
+    if main_thread_exited:
+        # The main thread called pthread_exit: its own record is a zombie's, the process lives on in its other threads.
+        live = live_task(pid, proc)
+        if live is not None:
+            stat.update(state=live[1]["state"], layout=live[1]["layout"])
+            argv = live[2]
     return Process(
         pid=int(stat["pid"]),
         ppid=int(stat["ppid"]),
@@ -215,7 +229,64 @@ def read_process(pid: int, proc: str = PROC) -> Process | None:
         uid=uid,
         nspid=nspid or (int(stat["pid"]),),
         cgroups=cgroups,
+        layout=tuple(stat["layout"]),
+        main_thread_exited=main_thread_exited,
     )
+
+
+def live_task(pid: int, proc: str = PROC) -> tuple[int, dict[str, t.Any], tuple[str, ...]] | None:
+    """(TID, stat fields, argv) of a thread of the process that has not exited; None when none is left."""
+    try:
+        tids = sorted(int(entry) for entry in os.listdir(f"{proc}/{pid}/task") if entry.isdigit())
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    for tid in tids:
+        base = f"{proc}/{pid}/task/{tid}"
+        try:
+            stat = parse_stat(_read_bytes(base + "/stat").decode("utf-8", "replace"))
+            if stat["state"] in ("Z", "X"):
+                continue
+            return tid, stat, parse_cmdline(_read_bytes(base + "/cmdline"))
+        except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+            continue
+    return None
+
+
+def _record_dir(pid: int, proc: str) -> str:
+    """/proc/PID, or the directory of a live thread when the main thread has exited."""
+    base = f"{proc}/{pid}"
+    try:
+        stat = parse_stat(_read_bytes(base + "/stat").decode("utf-8", "replace"))
+    except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+        return base
+    if stat["state"] == "Z" and int(stat["threads"]) > 1:
+        live = live_task(pid, proc)
+        if live is not None:
+            return f"{base}/task/{live[0]}"
+    return base
+
+
+def program_identity(pid: int, proc: str = PROC) -> tuple[str | None, tuple[int, ...]] | None:
+    """What program the process runs now: its executable (as the kernel names it) and its memory layout.
+
+    exec replaces both (a new layout even for the same executable, with address space randomization);
+    renaming a process (setproctitle) changes neither. Only readlink is used: stat() of the
+    executable could block on a stalled network filesystem. None once the process is gone.
+    """
+    base = _record_dir(pid, proc)
+    try:
+        stat = parse_stat(_read_bytes(base + "/stat").decode("utf-8", "replace"))
+    except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+        return None
+    try:
+        exe: str | None = os.readlink(base + "/exe")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except PermissionError:
+        exe = None
+    if exe is not None:
+        exe = exe.removesuffix(" (deleted)")  # a package upgrade replaced the file; the program is the same
+    return exe, tuple(stat["layout"])
 
 
 def pids(proc: str = PROC) -> list[int]:
@@ -242,14 +313,26 @@ def start_ticks(pid: int, proc: str = PROC) -> int | None:
 
 def state_of(pid: int, proc: str = PROC) -> str | None:
     try:
-        return str(parse_stat(_read_bytes(f"{proc}/{pid}/stat").decode("utf-8", "replace"))["state"])
+        return str(parse_stat(_read_bytes(f"{_record_dir(pid, proc)}/stat").decode("utf-8", "replace"))["state"])
     except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
         return None
 
 
+def handles_signal(pid: int, number: int, proc: str = PROC) -> bool | None:
+    """Whether the process has a handler for this signal (SigCgt); None when it cannot be read."""
+    try:
+        text = _read_bytes(f"{proc}/{pid}/status").decode("ascii", "replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (number - 1) & 1)
+    return None
+
+
 def wchan(pid: int, proc: str = PROC) -> str | None:
     try:
-        value = _read_bytes(f"{proc}/{pid}/wchan").decode("utf-8", "replace").strip()
+        value = _read_bytes(f"{_record_dir(pid, proc)}/wchan").decode("utf-8", "replace").strip()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     return value if value and value != "0" else None

@@ -117,7 +117,8 @@ def test_service_unit_from_the_cgroup():
 
 def test_kernel_threads_and_namespace_inits():
     assert _process(flags=_procfs.PF_KTHREAD).is_kernel_thread
-    assert _process(pid=2, ppid=0).is_kernel_thread and _process(ppid=2).is_kernel_thread
+    # PID 2 and its children are kernel threads only with the flag (kthreadd is PID 2 only in the initial namespace).
+    assert not _process(pid=2, ppid=0).is_kernel_thread and not _process(ppid=2).is_kernel_thread
     assert not _process().is_kernel_thread
     assert _process(nspid=(4242, 1)).is_namespace_init and _process(pid=1).is_namespace_init
     assert not _process(nspid=(4242, 7)).is_namespace_init
