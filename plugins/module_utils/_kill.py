@@ -356,13 +356,13 @@ class Executor:
         """Whether the pinned process still runs the program it was selected for (no exec since the snapshot).
 
         Read through /proc/PID, then checked against the pidfd: while the process has not exited, the PID is
-        its own, so what was read is about it. False marks it gone or skipped (with the reason in the notes).
+        its own, so what was read is about it. A process that is exiting runs no program any more: a signal
+        through its pidfd can only reach it. False marks it skipped (with the reason in the notes).
         """
         pid = target.process.pid
         identity = _procfs.program_identity(pid, self.request.proc)
         if identity is None or _exited(t.cast(int, target.pidfd)):
-            target.exited_at = target.exited_at or time.monotonic()
-            return False
+            return True
         exe, layout = identity
         if exe == target.exe and layout == target.process.layout:
             return True
