@@ -72,6 +72,12 @@ def reset_result(before: t.Mapping[str, t.Any] | None, host: str, kill: t.Mappin
     for entry in kill.get("survivors", []):
         reasons.append(f"pid {entry['pid']} ({entry.get('cmdline') or entry.get('name')}) survived: {entry['reason']}")
         verdict = UNKNOWN if verdict == UNKNOWN else BUSY
+    # A GPU holder that a rule matched but that is spared on purpose: the verdict says which one and why.
+    held_now = {holder["pid"] for holder in last.get("holders", []) if not holder.get("protected")}
+    for entry in kill.get("protected", []):
+        if entry["pid"] in held_now:
+            reasons.append(f"pid {entry['pid']} ({entry.get('cmdline') or entry.get('name')}) holds a GPU and was "
+                           f"spared on purpose: {entry['reason']}")
     for entry in kill.get("respawned", []):
         reasons.append(f"pid {entry['pid']} ({entry.get('cmdline')}) came back after the stop: something restarts it")
         verdict = UNKNOWN if verdict == UNKNOWN else BUSY

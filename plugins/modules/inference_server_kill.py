@@ -15,9 +15,19 @@ description:
     them in order (clients, each tree's root, the rest) with a signal, a grace period, and SIGKILL for survivors.
   - Every target is identified by PID and start time and signalled through a pidfd opened and checked against that
     start time, so a reused PID is never signalled. Stopped processes get SIGCONT with the signal.
+  - Tree membership counts only through processes that still hold their PID, never through a number a dead target
+    released. Right before each signal the target's executable and memory layout are compared with the selection;
+    a process that has run another program (exec) since is not signalled and is named in RV(notes).
+  - A tree that still grows at the end of the grace period is stopped (SIGSTOP, roots first) and re-scanned until
+    nothing new appears, then gets SIGKILL; its late members are stopped, never reported as respawned.
+  - A process whose main thread has exited while other threads run is seen through those threads (command line,
+    state) and stopped like any other.
   - Never signalled, even when a rule matches them - this module and its ancestors (the Ansible process chain, an
-    sshd session, C(sudo), C(pct exec)), PID 1, kernel threads, the init of a container, and protected GPU
-    infrastructure (see O(protect)). Those are reported in RV(protected).
+    sshd session, C(sudo), C(pct exec)), PID 1 of the module's own PID namespace, kernel threads (by their kernel
+    flag), the init of a container (C(systemd), C(tini), LXC C(init), ...) and protected GPU infrastructure (see
+    O(protect)). Those are reported in RV(protected) with the reason. A server that is PID 1 of its container
+    (C(docker run vllm/vllm-openai)) is stopped when a rule matches it; the kernel delivers a signal other than
+    SIGKILL to it only when it handles that signal, so RV(notes) says when it will only stop with SIGKILL.
   - A process in uninterruptible sleep that survives SIGKILL is reported as unkillable and the module returns; the
     whole call never takes longer than O(timeout).
   - Every signal sent is written to the system log with the rule that selected the process.
