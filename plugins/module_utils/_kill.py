@@ -568,6 +568,8 @@ def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Proce
     A stopped process cannot fork, so every round finds only children forked before their parent stopped, and
     SIGKILL then reaches the whole tree. A tree that does not grow gets no SIGSTOP. Returns the new targets.
     """
+    if all(target.gone or target.pidfd is None for target in servers):
+        return []  # nothing of the trees runs: nothing can grow (the last look still reports respawns)
     added = _chase(request, planned, table, selector, executor, respawned)
     new = list(added)
     rounds = 0
