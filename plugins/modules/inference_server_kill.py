@@ -99,8 +99,12 @@ options:
     type: float
   stop_units:
     description:
-      - When a target belongs to a systemd service (its cgroup is C(*.service)), stop the unit with C(systemctl stop)
-        instead of fighting its restarts. Without it, such units are only reported in RV(restarters).
+      - When a target belongs to a systemd service of the host's system manager (its cgroup is
+        C(/system.slice/[*.slice/]<unit>.service)), stop the unit with C(systemctl stop) instead of fighting its
+        restarts, but only after C(systemctl show -p ControlGroup <unit>) names exactly the target's cgroup. Without it,
+        such units are only reported in RV(restarters).
+      - Units of a user's manager (below C(user@<uid>.service)), of a container's own systemd or of any other manager
+        are never stopped, only reported: their names are chosen by their users and may equal a system unit's.
     type: bool
     default: false
   nvidia_smi_path:
@@ -212,6 +216,9 @@ skipped_out_of_scope:
 restarters:
   description:
     - Systemd services (cgroup C(*.service)) and supervisors whose targets may be restarted, and what was done.
+    - C(kind) is V(systemd service) (the host's system manager), V(systemd user service) (a user's manager, never
+      stopped), V(systemd service of another manager) (a container's or a delegated manager's, never stopped) or
+      V(supervisor).
   returned: always
   type: list
   elements: dict
