@@ -52,6 +52,8 @@ class Request:
     grace_period: float | None = None
     timeout: float | None = None
     stop_units: bool = False
+    # Without a container: whether processes inside the host's LXC containers (Proxmox guests) may be targets.
+    container_processes: bool = True
     check_mode: bool = False
     nvidia_smi_path: str | None = None
     proc: str = _procfs.PROC
@@ -189,9 +191,9 @@ class Selector:
         return None
 
     def in_scope(self, process: _procfs.Process) -> bool:
-        if self.request.container is None:
-            return True
         container = process.container
+        if self.request.container is None:
+            return self.request.container_processes or container is None or container.runtime != "lxc"
         return container is not None and container.runtime == "lxc" and container.id == self.request.container
 
     def rule_for(self, process: _procfs.Process, pattern_rules: dict[int, str]) -> tuple[str, int] | None:
@@ -554,8 +556,9 @@ def _result(request: Request, planned: Plan, executor: Executor, units: dict[_pr
                      signals=[request.signal] + (["SIGCONT"] if target.process.state in ("T", "t") else []))
         planned_entries.append(entry)
     protected = [dict(_entry(process, booted_at), rule=rule, reason=reason) for process, rule, reason in planned.protected]
-    skipped = [dict(_entry(process, booted_at), rule=rule, reason=f"not in container {request.container}")
-               for process, rule in planned.out_of_scope]
+    scope = f"not in container {request.container}" if request.container else \
+        "in an LXC container of this host, left alone (container_processes=false)"
+    skipped = [dict(_entry(process, booted_at), rule=rule, reason=scope) for process, rule in planned.out_of_scope]
     kinds = {"system": "systemd service", "user": "systemd user service", "other": "systemd service of another manager"}
     restarters = [{"unit": unit.name, "kind": kinds[unit.manager], "pids": [target.process.pid for target in targets],
                    "action": unit_outcome.get(unit, "reported")} for unit, targets in units.items()]

@@ -73,6 +73,14 @@ options:
         container (cgroup C(lxc/<vmid>)), by node PID. Matching processes of the node and of other containers are
         reported in RV(skipped_out_of_scope) and never signalled.
     type: str
+  container_processes:
+    description:
+      - Without O(container), whether matching processes inside this host's LXC containers (Proxmox guests, cgroup
+        C(lxc/<vmid>) or C(lxc.payload.<name>)) may be stopped too. With V(false) only the host's own processes (and
+        those of its Docker or other OCI containers) are; the others are reported in RV(skipped_out_of_scope).
+      - Ignored with O(container).
+    type: bool
+    default: true
   protect:
     description:
       - More process names never to signal, in addition to the built-in list (C(nvidia-persistenced), C(nv-hostengine),
@@ -209,7 +217,9 @@ protected:
       rule: "GPU holder (GPU 0, 1)"
       reason: protected GPU infrastructure
 skipped_out_of_scope:
-  description: With O(container), matching processes of the node or of other containers (never signalled).
+  description:
+    - With O(container), matching processes of the node or of other containers; with O(container_processes=false),
+      matching processes inside LXC containers of the host. Never signalled.
   returned: always
   type: list
   elements: dict
@@ -264,6 +274,7 @@ def main() -> None:
         clients=dict(type="list", elements="str", default=[]),
         gpu_holders=dict(type="bool", default=False),
         container=dict(type="str"),
+        container_processes=dict(type="bool", default=True),
         protect=dict(type="list", elements="str", default=[]),
         signal=dict(type="str", default="SIGTERM", choices=list(SIGNALS)),
         grace_period=dict(type="float"),
@@ -279,6 +290,7 @@ def main() -> None:
         clients=tuple(params["clients"]),
         gpu_holders=params["gpu_holders"],
         container=params["container"],
+        container_processes=params["container_processes"],
         protect=tuple(params["protect"]),
         signal=params["signal"],
         grace_period=params["grace_period"],

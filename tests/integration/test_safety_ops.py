@@ -140,7 +140,7 @@ def test_o03_without_named_hosts_reset_and_gate_refuse_and_touch_nothing(sim):
     assert not alive(hosts[0], "sglang.launch_server")
 
 
-def test_o04_a_proxmox_node_of_inventory_containers_is_reset_as_a_host_only_when_asked(sim):
+def test_o04_a_proxmox_node_is_reset_as_a_host_only_when_asked_and_its_containers_only_when_asked_too(sim):
     node = sim.node()
     ct200 = sim.container(node, "200", [0, 1])
     fleet.start_server(node, "sglang", container="200", tp=2)
@@ -156,9 +156,24 @@ def test_o04_a_proxmox_node_of_inventory_containers_is_reset_as_a_host_only_when
     assert modules_ran(run) == {ct200} and run.reset_verdict(ct200)["verdict"] == "clean"
     assert [proc.pid for proc in alive(node, "--port 30009")] == [job]
 
+    # Asked to reset the node as a host: its own processes are stopped, its containers' are left alone...
+    fleet.start_server(node, "sglang", container="200", tp=2)
+    wait_for_gpu_holders(node, 3)
+    in_container = alive(node, "sglang", container="200")
     run = run_playbook(RESET, inventory, dict(QUICK, gpu_reset_nodes=True), limit=node)
     assert modules_ran(run) == {node}, run.stdout
     assert alive(node, "--port 30009") == []
+    assert alive(node, "sglang", container="200") == in_container
+    kill = run.result(ONE_RUN, node)["kill"]
+    assert kill["skipped_out_of_scope"] and all(
+        entry["vmid"] == "200" and entry["reason"].startswith("in an LXC container of this host")
+        for entry in kill["skipped_out_of_scope"])
+    assert run.reset_verdict(node)["verdict"] == "busy"
+
+    # ... unless asked for those too.
+    run = run_playbook(RESET, inventory, dict(QUICK, gpu_reset_nodes=True, gpu_reset_node_containers=True), limit=node)
+    assert modules_ran(run) == {node}, run.stdout
+    assert alive(node, "sglang", container="200") == []
 
 
 # --- O05: a rolling reset stops at the first batch that is not clean -------------------------------------------------
