@@ -112,7 +112,7 @@ options:
         restarts, but only after C(systemctl show -p ControlGroup <unit>) names exactly the target's cgroup. Without it,
         such units are only reported in RV(restarters).
       - Units of a user's manager (below C(user@<uid>.service)), of a container's own systemd or of any other manager
-        are never stopped, only reported: their names are chosen by their users and may equal a system unit's.
+        are never stopped, only reported (their names are chosen by their users and may equal a system unit's).
     type: bool
     default: false
   nvidia_smi_path:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 
-from gpusim import fleet, paths
+from gpusim import fleet, namespaces, paths
 from gpusim.testing import REPO, alive, run_playbook, wait_for_gpu_holders
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
@@ -83,10 +83,43 @@ def test_o01_a_system_unit_is_stopped_once_its_manager_names_the_targets_cgroup(
     assert "systemctl stop sglang.service" in syslog(host)
 
 
-# --- O02: one kill lock per target --------------------------------------------------------------------------------
+def test_o02_a_containers_own_sshd_service_never_stops_the_nodes(sim, playbook):
+    """A container's root names its server's unit sshd.service: as the node sees it, the cgroup is
+    /lxc/200/ns/system.slice/sshd.service, a unit of the container's own systemd, never of the node's."""
+    node = sim.node()
+    sim.container(node, "200", [0, 1])
+    fleet.start_unit(node, "sshd.service", SSHD)
+    fleet.start_server(node, "sglang", container="200", tp=2)
+    wait_for_gpu_holders(node, 2)
+    sshd = alive(node, "/usr/sbin/sshd")
+    server = alive(node, "sglang.launch_server")[0]  # the engine's parent; its workers carry other titles
+    unit_cgroup = f"{fleet.host_config(node)['cgroup']}/lxc/200/ns/system.slice/sshd.service"
+    namespaces.make_cgroup(unit_cgroup)
+    for directory in namespaces.cgroup_dirs(unit_cgroup):
+        with open(os.path.join(directory, "cgroup.procs"), "w", encoding="ascii") as handle:
+            handle.write(str(fleet.outside_pid(node, server.pid)))
+    assert "/lxc/200/ns/system.slice/sshd.service" in fleet.run(node, ["cat", f"/proc/{server.pid}/cgroup"]).stdout
+
+    run = run_playbook(playbook("kill.yml"), sim.inventory(),
+                       {"kill_servers": ["sglang"], "kill_stop_units": True, "kill_grace_period": 2, "kill_timeout": 6,
+                        "kill_container": "{{ proxmox_vmid }}", "kill_delegate": "{{ proxmox_node }}"},
+                       limit=f"{node}-ct200")
+    assert run.rc == 0, run.stdout
+    result = run.result(KILL, f"{node}-ct200")
+    assert server.pid in {entry["pid"] for entry in result["killed"]}
+    [restarter] = result["restarters"]
+    assert (restarter["unit"], restarter["kind"]) == ("sshd.service", "systemd service of another manager")
+    assert restarter["action"].startswith("reported, never stopped: not a unit of this host's system manager "
+                                          "(cgroup /lxc/200/ns/system.slice/sshd.service)")
+    assert systemctl(node, "is-active", "sshd.service") == "active"
+    assert alive(node, "/usr/sbin/sshd") == sshd
+    assert "systemctl" not in syslog(node)
 
 
-def test_o02_parallel_resets_of_two_containers_of_one_node_both_finish(sim):
+# --- O03: one kill lock per target --------------------------------------------------------------------------------
+
+
+def test_o03_parallel_resets_of_two_containers_of_one_node_both_finish(sim):
     node = sim.node()
     ct200 = sim.container(node, "200", [0, 1])
     ct201 = sim.container(node, "201", [2, 3])
@@ -113,10 +146,10 @@ def test_o02_parallel_resets_of_two_containers_of_one_node_both_finish(sim):
     assert first_term[ct201] < first_kill[ct200] and first_term[ct200] < first_kill[ct201], order
 
 
-# --- O03/O04: which hosts a fleet playbook may touch -----------------------------------------------------------------
+# --- O04/O05: which hosts a fleet playbook may touch -----------------------------------------------------------------
 
 
-def test_o03_without_named_hosts_reset_and_gate_refuse_and_touch_nothing(sim):
+def test_o04_without_named_hosts_reset_and_gate_refuse_and_touch_nothing(sim):
     hosts = [sim.host("a"), sim.host("b")]
     for host in hosts:
         fleet.start_server(host, "sglang", tp=2)
@@ -140,7 +173,7 @@ def test_o03_without_named_hosts_reset_and_gate_refuse_and_touch_nothing(sim):
     assert not alive(hosts[0], "sglang.launch_server")
 
 
-def test_o04_a_proxmox_node_is_reset_as_a_host_only_when_asked_and_its_containers_only_when_asked_too(sim):
+def test_o05_a_proxmox_node_is_reset_as_a_host_only_when_asked_and_its_containers_only_when_asked_too(sim):
     node = sim.node()
     ct200 = sim.container(node, "200", [0, 1])
     fleet.start_server(node, "sglang", container="200", tp=2)
@@ -176,7 +209,7 @@ def test_o04_a_proxmox_node_is_reset_as_a_host_only_when_asked_and_its_container
     assert alive(node, "sglang", container="200") == []
 
 
-# --- O05: a rolling reset stops at the first batch that is not clean -------------------------------------------------
+# --- O06: a rolling reset stops at the first batch that is not clean -------------------------------------------------
 
 
 def _rolling_fleet(sim):
@@ -190,7 +223,7 @@ def _rolling_fleet(sim):
     return hosts
 
 
-def test_o05_a_rolling_reset_stops_after_the_first_batch_that_is_not_clean(sim):
+def test_o06_a_rolling_reset_stops_after_the_first_batch_that_is_not_clean(sim):
     hosts = _rolling_fleet(sim)
     run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_serial=2, gpu_reset_wait_timeout=0.5))
     assert run.rc != 0
