@@ -54,6 +54,8 @@ class Request:
     grace_period: float | None = None
     timeout: float | None = None
     stop_units: bool = False
+    # Without a container: whether processes inside the host's LXC containers (Proxmox guests) may be targets.
+    container_processes: bool = True
     check_mode: bool = False
     nvidia_smi_path: str | None = None
     proc: str = _procfs.PROC
@@ -201,9 +203,9 @@ class Selector:
         return None
 
     def in_scope(self, process: _procfs.Process) -> bool:
-        if self.request.container is None:
-            return True
         container = process.container
+        if self.request.container is None:
+            return self.request.container_processes or container is None or container.runtime != "lxc"
         return container is not None and container.runtime == "lxc" and container.id == self.request.container
 
     def rule_for(self, process: _procfs.Process, pattern_rules: dict[int, str]) -> tuple[str, int] | None:
@@ -431,23 +433,54 @@ def _cmdline_now(pid: int, proc: str) -> str:
     return process.cmdline[:200] if process else "gone"
 
 
-def stop_units(units: dict[str, list[Target]], executor: Executor, warnings: list[str]) -> dict[str, str]:
-    """systemctl stop each unit that would restart its targets; returns unit -> outcome."""
+def stop_units(units: dict[_procfs.ServiceUnit, list[Target]], executor: Executor,
+               warnings: list[str]) -> dict[_procfs.ServiceUnit, str]:
+    """systemctl stop each unit of the system manager that would restart its targets, once the manager confirms
+    that the unit's ControlGroup is the targets' cgroup; units of other managers are only reported."""
     outcome = {}
     systemctl = _subprocess.which("systemctl")
     for unit in units:
+        if unit.manager != "system":
+            outcome[unit] = unit_report(unit)
+            continue
         if systemctl is None:
             outcome[unit] = "not stopped: systemctl not found"
             continue
+        control_group = _control_group(systemctl, unit, executor)
+        if control_group != unit.cgroup:
+            outcome[unit] = (f"not stopped: systemctl show -p ControlGroup {unit.name} says {control_group!r}, "
+                             f"not the targets' cgroup {unit.cgroup}")
+            warnings.append(f"{unit.name}: {outcome[unit]}")
+            continue
         remaining = max(executor.deadline - time.monotonic() - 1, 1)
-        result = _subprocess.run([systemctl, "stop", unit], timeout=remaining)
+        result = _subprocess.run([systemctl, "stop", unit.name], timeout=remaining)
         if result.ok:
             outcome[unit] = "stopped with systemctl stop"
-            executor.log(f"gpuops.hygiene.inference_server_kill: systemctl stop {unit}")
+            executor.log(f"gpuops.hygiene.inference_server_kill: systemctl stop {unit.name}")
         else:
             outcome[unit] = f"systemctl stop failed ({result.rc}): {(result.stderr or result.stdout).strip()[:200]}"
-            warnings.append(f"{unit}: {outcome[unit]}")
+            warnings.append(f"{unit.name}: {outcome[unit]}")
     return outcome
+
+
+def _control_group(systemctl: str, unit: _procfs.ServiceUnit, executor: Executor) -> str:
+    """The cgroup the system manager itself gives the unit (empty when it does not know the unit)."""
+    remaining = max(min(executor.deadline - time.monotonic() - 1, 5.0), 1)
+    result = _subprocess.run([systemctl, "show", "-p", "ControlGroup", "--value", unit.name], timeout=remaining)
+    return result.stdout.strip() if result.ok else f"(failed: {(result.stderr or result.stdout).strip()[:200]})"
+
+
+def unit_report(unit: _procfs.ServiceUnit, stop_units: bool = True) -> str:
+    """What is said about a unit that is not stopped."""
+    if unit.manager == "user":
+        return (f"reported, never stopped: a unit of the user manager of uid {unit.uid} (cgroup {unit.cgroup}); "
+                f"its user can stop it (systemctl --user -M {unit.uid}@ stop {unit.name})")
+    if unit.manager == "other":
+        return (f"reported, never stopped: not a unit of this host's system manager (cgroup {unit.cgroup}), "
+                f"a container's or a delegated manager's")
+    if not stop_units:
+        return "reported (set stop_units=true to stop it instead of fighting its restarts)"
+    return "would be stopped with systemctl stop"
 
 
 def _supervisor_of(process: _procfs.Process, table: dict[int, _procfs.Process]) -> str | None:
@@ -463,8 +496,8 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
     if request.check_mode:
         return _run(request, log, time.monotonic())
     started = time.monotonic()
-    # Waiting for another run may take at most half of what is left after the grace period.
-    with _lock.held(_lock.KILL_LOCK, (float(request.timeout or 0) - float(request.grace_period or 0)) / 2):
+    # Waiting for another run on the same target may take at most half of what is left after the grace period.
+    with _lock.target_held(request.container, (float(request.timeout or 0) - float(request.grace_period or 0)) / 2):
         return _run(request, log, started)
 
 
@@ -474,7 +507,7 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
     planned = plan(request, table, selector)
     booted_at = _procfs.boot_time(request.proc)
 
-    units: dict[str, list[Target]] = {}
+    units: dict[_procfs.ServiceUnit, list[Target]] = {}
     supervisors: dict[str, list[Target]] = {}
     for target in planned.targets:
         unit = target.process.service_unit
@@ -484,25 +517,25 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
         if supervisor:
             supervisors.setdefault(supervisor, []).append(target)
 
-    unit_outcome: dict[str, str] = {}
+    unit_outcome: dict[_procfs.ServiceUnit, str] = {}
     respawned: list[_procfs.Process] = []
     executor = Executor(request, log, started)
     if not request.check_mode and planned.targets:
         try:
-            restarters_left = bool(supervisors) or (bool(units) and not request.stop_units)
+            restarters_left = bool(supervisors) or any(
+                not request.stop_units or unit.manager != "system" for unit in units)
             unit_outcome = _stop(request, planned, units, restarters_left, table, selector, executor, respawned)
         finally:
             executor.close()
     for unit in units:
-        unit_outcome.setdefault(unit, "would be stopped with systemctl stop" if request.check_mode and request.stop_units
-                                else "reported (set stop_units=true to stop it instead of fighting its restarts)")
+        unit_outcome.setdefault(unit, unit_report(unit, request.stop_units))
 
     return _result(request, planned, executor, units, supervisors, unit_outcome, respawned, booted_at, started)
 
 
-def _stop(request: Request, planned: Plan, units: dict[str, list[Target]], restarters_left: bool,
+def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list[Target]], restarters_left: bool,
           table: dict[int, _procfs.Process], selector: Selector, executor: Executor,
-          respawned: list[_procfs.Process]) -> dict[str, str]:
+          respawned: list[_procfs.Process]) -> dict[_procfs.ServiceUnit, str]:
     executor.targets = planned.targets
     for target in planned.targets:
         executor.pin(target)
@@ -662,8 +695,9 @@ def _entry(process: _procfs.Process, booted_at: float) -> dict[str, t.Any]:
     }
 
 
-def _result(request: Request, planned: Plan, executor: Executor, units: dict[str, list[Target]],
-            supervisors: dict[str, list[Target]], unit_outcome: dict[str, str], respawned: list[_procfs.Process],
+def _result(request: Request, planned: Plan, executor: Executor, units: dict[_procfs.ServiceUnit, list[Target]],
+            supervisors: dict[str, list[Target]], unit_outcome: dict[_procfs.ServiceUnit, str],
+            respawned: list[_procfs.Process],
             booted_at: float, started: float) -> dict[str, t.Any]:
     phases = {CLIENT: "client", ROOT: "server", MEMBER: "member"}
     killed, survivors = [], []
@@ -695,9 +729,11 @@ def _result(request: Request, planned: Plan, executor: Executor, units: dict[str
                      signals=[request.signal] + (["SIGCONT"] if target.process.state in ("T", "t") else []))
         planned_entries.append(entry)
     protected = [dict(_entry(process, booted_at), rule=rule, reason=reason) for process, rule, reason in planned.protected]
-    skipped = [dict(_entry(process, booted_at), rule=rule, reason=f"not in container {request.container}")
-               for process, rule in planned.out_of_scope]
-    restarters = [{"unit": unit, "kind": "systemd service", "pids": [target.process.pid for target in targets],
+    scope = f"not in container {request.container}" if request.container else \
+        "in an LXC container of this host, left alone (container_processes=false)"
+    skipped = [dict(_entry(process, booted_at), rule=rule, reason=scope) for process, rule in planned.out_of_scope]
+    kinds = {"system": "systemd service", "user": "systemd user service", "other": "systemd service of another manager"}
+    restarters = [{"unit": unit.name, "kind": kinds[unit.manager], "pids": [target.process.pid for target in targets],
                    "action": unit_outcome.get(unit, "reported")} for unit, targets in units.items()]
     restarters += [{"unit": name, "kind": "supervisor", "pids": [target.process.pid for target in targets],
                     "action": "reported (a supervisor may restart its program)"} for name, targets in supervisors.items()]

@@ -31,7 +31,22 @@ _OCI_CGROUPS = (
     ("podman", re.compile(r"(?:^|/)libpod-([0-9a-f]{64})\.scope(?:/|$)")),
     ("kubernetes", re.compile(r"(?:^|/)kubepods[^/]*(?:/[^/]+)*?/([0-9a-f]{64})(?:/|$)")),
 )
-_SERVICE_UNIT = re.compile(r"^[^/]+\.service$")
+# A unit name as systemd writes it into a cgroup path (never starting with '-', so never taken for an option).
+_UNIT_NAME = r"[A-Za-z0-9:_@\\][A-Za-z0-9:_.@\\-]*\.service"
+# Only the node's own managers lay out these paths: a user can create cgroups only below its user@UID.service,
+# a container only below its own cgroup (/lxc/<vmid>/..., docker-<id>.scope/...), which never match these.
+_SYSTEM_UNIT = re.compile(r"^/system\.slice(?:/[^/]+\.slice)*/(" + _UNIT_NAME + r")$")
+_USER_UNIT = re.compile(r"^/user\.slice/user-(\d+)\.slice/user@\1\.service(?:/[^/]+\.slice)*/(" + _UNIT_NAME + r")$")
+_ANY_SERVICE = re.compile(r"(?:^|/)([^/]+\.service)(?=/|$)")
+
+
+class ServiceUnit(t.NamedTuple):
+    """A systemd service that holds a process, and whose manager runs it."""
+
+    name: str
+    cgroup: str
+    manager: str  # "system": this node's system manager; "user": user@<uid>.service; "other": any other
+    uid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -113,13 +128,26 @@ class Process:
         return container_of(self.cgroups, nested=len(self.nspid) > 1)
 
     @property
-    def service_unit(self) -> str | None:
-        """The systemd service whose cgroup holds the process, if any."""
-        for path in self.cgroups:
-            units = [part for part in path.split("/") if _SERVICE_UNIT.match(part)]
-            if units and not units[-1].startswith("user@"):
-                return units[-1]
+    def service_unit(self) -> ServiceUnit | None:
+        """The systemd service whose cgroup holds the process, if any, and which manager it belongs to."""
+        for manager in ("system", "user", "other"):
+            for path in self.cgroups:
+                unit = _unit_of(path, manager)
+                if unit:
+                    return unit
         return None
+
+
+def _unit_of(path: str, manager: str) -> ServiceUnit | None:
+    if manager == "system":
+        system = _SYSTEM_UNIT.match(path)
+        return ServiceUnit(system.group(1), path, "system") if system else None
+    if manager == "user":
+        user = _USER_UNIT.match(path)
+        return ServiceUnit(user.group(2), path, "user", int(user.group(1))) if user else None
+    # A service of some other manager: a container's own systemd, a delegated subtree, a nested slice of a user's.
+    services = [name for name in _ANY_SERVICE.findall(path) if not name.startswith("user@")]
+    return ServiceUnit(services[-1], path, "other") if services else None
 
 
 def container_of(cgroups: t.Iterable[str], nested: bool) -> Container | None:

@@ -90,6 +90,13 @@ options:
   container:
     description: A Proxmox container vmid, when run on its node; every step is scoped to that container.
     type: str
+  container_processes:
+    description:
+      - Without O(container), whether the stop may reach matching processes inside this host's LXC containers (Proxmox
+        guests). With V(false) they are left alone (and a GPU they hold keeps the verdict V(busy)).
+      - Ignored with O(container).
+    type: bool
+    default: true
   wait_for:
     description: Seconds to keep reading after the stop until every GPU is free.
     type: float
@@ -223,6 +230,7 @@ def main() -> None:
         backend=dict(type="str", default="auto", choices=["auto", "nvidia_smi", "nvml"]),
         nvidia_smi_path=dict(type="path"),
         container=dict(type="str"),
+        container_processes=dict(type="bool", default=True),
         wait_for=dict(type="float", default=60),
         poll_interval=dict(type="float", default=0.25),
         ports=dict(type="list", elements="int", default=[]),
@@ -245,7 +253,8 @@ def main() -> None:
             servers=tuple(params["servers"]), patterns=tuple(params["patterns"]), clients=tuple(params["clients"]),
             gpu_holders=params["gpu_holders"], container=params["container"], protect=protect, signal=params["signal"],
             grace_period=params["grace_period"], timeout=params["kill_timeout"], stop_units=params["stop_units"],
-            check_mode=module.check_mode, nvidia_smi_path=params["nvidia_smi_path"]),
+            check_mode=module.check_mode, nvidia_smi_path=params["nvidia_smi_path"],
+            container_processes=params["container_processes"]),
         leftovers=_leftovers.Request(
             ports=tuple(params["ports"]), servers=tuple(params["servers"]), shm_patterns=tuple(params["shm_patterns"]),
             remove_stale_shm=params["clean_shm"] and not params["verify_only"], container=params["container"],

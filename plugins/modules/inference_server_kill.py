@@ -83,6 +83,14 @@ options:
         container (cgroup C(lxc/<vmid>)), by node PID. Matching processes of the node and of other containers are
         reported in RV(skipped_out_of_scope) and never signalled.
     type: str
+  container_processes:
+    description:
+      - Without O(container), whether matching processes inside this host's LXC containers (Proxmox guests, cgroup
+        C(lxc/<vmid>) or C(lxc.payload.<name>)) may be stopped too. With V(false) only the host's own processes (and
+        those of its Docker or other OCI containers) are; the others are reported in RV(skipped_out_of_scope).
+      - Ignored with O(container).
+    type: bool
+    default: true
   protect:
     description:
       - More process names never to signal, in addition to the built-in list (C(nvidia-persistenced), C(nv-hostengine),
@@ -109,8 +117,12 @@ options:
     type: float
   stop_units:
     description:
-      - When a target belongs to a systemd service (its cgroup is C(*.service)), stop the unit with C(systemctl stop)
-        instead of fighting its restarts. Without it, such units are only reported in RV(restarters).
+      - When a target belongs to a systemd service of the host's system manager (its cgroup is
+        C(/system.slice/[*.slice/]<unit>.service)), stop the unit with C(systemctl stop) instead of fighting its
+        restarts, but only after C(systemctl show -p ControlGroup <unit>) names exactly the target's cgroup. Without it,
+        such units are only reported in RV(restarters).
+      - Units of a user's manager (below C(user@<uid>.service)), of a container's own systemd or of any other manager
+        are never stopped, only reported (their names are chosen by their users and may equal a system unit's).
     type: bool
     default: false
   nvidia_smi_path:
@@ -215,13 +227,18 @@ protected:
       rule: "GPU holder (GPU 0, 1)"
       reason: protected GPU infrastructure
 skipped_out_of_scope:
-  description: With O(container), matching processes of the node or of other containers (never signalled).
+  description:
+    - With O(container), matching processes of the node or of other containers; with O(container_processes=false),
+      matching processes inside LXC containers of the host. Never signalled.
   returned: always
   type: list
   elements: dict
 restarters:
   description:
     - Systemd services (cgroup C(*.service)) and supervisors whose targets may be restarted, and what was done.
+    - C(kind) is V(systemd service) (the host's system manager), V(systemd user service) (a user's manager, never
+      stopped), V(systemd service of another manager) (a container's or a delegated manager's, never stopped) or
+      V(supervisor).
   returned: always
   type: list
   elements: dict
@@ -267,6 +284,7 @@ def main() -> None:
         clients=dict(type="list", elements="str", default=[]),
         gpu_holders=dict(type="bool", default=False),
         container=dict(type="str"),
+        container_processes=dict(type="bool", default=True),
         protect=dict(type="list", elements="str", default=[]),
         signal=dict(type="str", default="SIGTERM", choices=list(SIGNALS)),
         grace_period=dict(type="float"),
@@ -282,6 +300,7 @@ def main() -> None:
         clients=tuple(params["clients"]),
         gpu_holders=params["gpu_holders"],
         container=params["container"],
+        container_processes=params["container_processes"],
         protect=tuple(params["protect"]),
         signal=params["signal"],
         grace_period=params["grace_period"],

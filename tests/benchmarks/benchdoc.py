@@ -394,7 +394,7 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
   {meta['term_delay_s']} s after SIGTERM; the driver frees a worker's memory {meta['release_lag_s']} s after it exits.
 - **Variants, same hosts, same run, interleaved** (each repetition runs reset, manual, floor, and at 8 and 32 hosts the
   reset with `strategy: free`; the benchmark waits for the hosts to settle and removes NCCL shm leftovers between runs):
-  - **reset**: `ansible-playbook gpuops.hygiene.reset_gpus -i INVENTORY -f N`, the collection's playbook unchanged, from
+  - **reset**: `ansible-playbook gpuops.hygiene.reset_gpus -i INVENTORY -f N -l all`, the collection's playbook unchanged, from
     the installed collection (`make build`; the benchmark runs from a private copy of `tests/output/collections`, checked
     byte for byte against `playbooks/reset_gpus.yml`, so that another session's `make build` cannot pull it away
     mid-run), no extra variables;

@@ -470,7 +470,8 @@ def run_play(playbook: str, names: list[str], transport: Transport, variant: str
             if playbook == RESET_FQCN:
                 free = extra_vars.get("gpu_reset_strategy") == "free"
                 extra_vars["gpu_reset_strategy"] = "mitogen_free" if free else "mitogen_linear"
-        argv = [tool("ansible-playbook"), "-i", inventory_path, "-f", str(len(names)), playbook]
+        # The hosts are named, as reset_gpus.yml demands: every host of the benchmark's inventory.
+        argv = [tool("ansible-playbook"), "-i", inventory_path, "-f", str(len(names)), "-l", "all", playbook]
         if extra_vars:
             argv += ["-e", json.dumps(extra_vars)]
         spawned_at = time.time()

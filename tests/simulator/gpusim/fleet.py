@@ -380,10 +380,12 @@ def start_server(name: str, engine: str, container: str | None = None, tp: int =
 
 
 def start_unit(name: str, unit: str, argv: t.Sequence[str], restart_s: float = 0.5,
-               knobs: dict | None = None) -> int:
-    """A command run as a systemd-like service that restarts it (see gpusim.units); returns the supervisor PID."""
-    return start_detached(name, [PYTHON, "-m", "gpusim.units", "--unit", unit, "--restart-s", str(restart_s), "--",
-                                 *argv], knobs=knobs)
+               knobs: dict | None = None, user: int | None = None) -> int:
+    """A command run as a systemd-like service that restarts it (see gpusim.units); returns the supervisor PID.
+    With user, the unit belongs to that uid's user manager (user@<uid>.service) instead of the system manager."""
+    manager = ["--user", str(user)] if user is not None else []
+    return start_detached(name, [PYTHON, "-m", "gpusim.units", "--unit", unit, "--restart-s", str(restart_s),
+                                 *manager, "--", *argv], knobs=knobs)
 
 
 def start_holder(name: str, title: str, gpus: t.Sequence[int] = (), mib: int = 0, devices_only: bool = False,

@@ -114,9 +114,12 @@ def ansible_env(results_path: str, extra: dict | None = None) -> dict:
 
 
 def run_playbook(playbook: str, inventory_text: str, extra_vars: dict | None = None, check: bool = False,
-                 limit: str | None = None, timeout: float = 600, env: dict | None = None,
+                 limit: str | None = "all", timeout: float = 600, env: dict | None = None,
                  args: list[str] | None = None) -> PlaybookRun:
-    """Run ansible-playbook for real; return its exit code, output and every task result."""
+    """Run ansible-playbook for real; return its exit code, output and every task result.
+
+    Every run names its hosts (--limit, by default `all`: every host of the test's own inventory), as the fleet
+    playbooks demand; limit=None runs without --limit."""
     with tempfile.TemporaryDirectory(prefix="gpusim-play-") as work:
         inventory_path = os.path.join(work, "inventory.yml")
         with open(inventory_path, "w", encoding="utf-8") as handle:

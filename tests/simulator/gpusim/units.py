@@ -2,9 +2,15 @@
 
 `python3 -m gpusim.units --unit sglang.service --restart-s 0.5 -- cmd...`
 runs cmd in the cgroup system.slice/<unit> and starts it again whenever it
-exits, like Restart=always. `systemctl stop <unit>` asks the supervisor to
+exits, like Restart=always. With `--user 1000` the unit belongs to the manager
+of user 1000 instead: cgroup user.slice/user-1000.slice/user@1000.service/app.slice/<unit>,
+as systemd --user lays it out. `systemctl stop <unit>` asks the supervisor to
 stop restarting and stop every process of the unit (TERM, then KILL after 5 s),
-which is what the real `systemctl stop` does.
+which is what the real `systemctl stop` does; `systemctl --user -M 1000@ ...`
+talks to user 1000's manager, plain `systemctl` to the system manager only.
+`systemctl show [-p PROPERTY]... [--value] UNIT...` prints MainPID and
+ControlGroup as systemd does (`ControlGroup=/system.slice/x.service`; empty for
+a unit that is not running).
 """
 
 from __future__ import annotations
@@ -24,13 +30,24 @@ UNITS_DIR = "/run/gpusim-units"
 STOP_TIMEOUT_S = 5.0
 
 
-def _cgroup(unit: str) -> str:
+def unit_path(unit: str, uid: int | None = None) -> str:
+    """The unit's cgroup as the host sees it (what systemctl show -p ControlGroup prints)."""
+    if uid is None:
+        return f"/system.slice/{unit}"
+    return f"/user.slice/user-{uid}.slice/user@{uid}.service/app.slice/{unit}"
+
+
+def _cgroup(unit: str, uid: int | None = None) -> str:
     with open(paths.HOST_CONFIG, encoding="utf-8") as handle:
-        return f"{json.load(handle)['cgroup']}/system.slice/{unit}"
+        return json.load(handle)["cgroup"] + unit_path(unit, uid)
 
 
-def _unit_pids(unit: str) -> list[int]:
-    procs = os.path.join(namespaces.cgroup_dirs(_cgroup(unit))[0], "cgroup.procs")
+def _socket(unit: str, uid: int | None) -> str:
+    return f"{UNITS_DIR}/{'system' if uid is None else f'user-{uid}'}/{unit}.sock"
+
+
+def _unit_pids(unit: str, uid: int | None = None) -> list[int]:
+    procs = os.path.join(namespaces.cgroup_dirs(_cgroup(unit, uid))[0], "cgroup.procs")
     try:
         with open(procs, encoding="ascii") as handle:
             return [int(line) for line in handle if line.strip()]
@@ -42,20 +59,21 @@ def supervise(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="supervise")
     parser.add_argument("--unit", required=True)
     parser.add_argument("--restart-s", type=float, default=0.5)
+    parser.add_argument("--user", type=int, default=None, help="uid whose user manager runs the unit")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    cgroup = _cgroup(args.unit)
+    cgroup = _cgroup(args.unit, args.user)
     namespaces.make_cgroup(cgroup)
-    os.makedirs(UNITS_DIR, exist_ok=True)
+    path = _socket(args.unit, args.user)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    path = f"{UNITS_DIR}/{args.unit}.sock"
     if os.path.exists(path):
         os.unlink(path)
     control.bind(path)
     control.listen(8)
     control.settimeout(0.05)
-    proctitle.set_argv(["gpusim-unit-supervisor", args.unit])
+    proctitle.set_argv(["gpusim-unit-supervisor", args.unit] + ([f"user@{args.user}"] if args.user is not None else []))
     main_process = None
     restart_at = 0.0
     while True:
@@ -72,7 +90,7 @@ def supervise(argv: list[str]) -> int:
         with conn:
             request = conn.recv(1024).decode().strip()
             if request == "stop":
-                _stop_unit(args.unit)
+                _stop_unit(args.unit, args.user)
                 conn.sendall(b"stopped\n")
                 os.unlink(path)
                 return 0
@@ -80,51 +98,88 @@ def supervise(argv: list[str]) -> int:
                 conn.sendall(f"{main_process.pid if main_process else 0}\n".encode())
 
 
-def _stop_unit(unit: str) -> None:
-    for pid in _unit_pids(unit):
+def _stop_unit(unit: str, uid: int | None) -> None:
+    for pid in _unit_pids(unit, uid):
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _unit_pids(unit) and time.monotonic() < deadline:
+    while _unit_pids(unit, uid) and time.monotonic() < deadline:
         time.sleep(0.02)
-    for pid in _unit_pids(unit):
+    for pid in _unit_pids(unit, uid):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    while _unit_pids(unit) and time.monotonic() < deadline + STOP_TIMEOUT_S:
+    while _unit_pids(unit, uid) and time.monotonic() < deadline + STOP_TIMEOUT_S:
         time.sleep(0.02)
 
 
-def _ask(unit: str, request: str) -> str | None:
+def _ask(unit: str, uid: int | None, request: str) -> str | None:
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(STOP_TIMEOUT_S * 3)
-            conn.connect(f"{UNITS_DIR}/{unit}.sock")
+            conn.connect(_socket(unit, uid))
             conn.sendall(request.encode() + b"\n")
             return conn.recv(1024).decode().strip()
     except OSError:
         return None
 
 
+def _options(argv: list[str]) -> tuple[list[str], list[str], bool, bool, str | None]:
+    """(verb and units, properties, --value, --user, -M machine) from a systemctl command line."""
+    words, properties, machine = [], [], None
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-p", "--property", "-M", "--machine"):
+            value = next(args, "")
+            if arg in ("-M", "--machine"):
+                machine = value
+            else:
+                properties += value.split(",")
+        elif arg.startswith(("--property=", "-p")):
+            properties += arg.split("=", 1)[-1].removeprefix("-p").split(",")
+        elif arg.startswith("--machine="):
+            machine = arg.split("=", 1)[1]
+        elif not arg.startswith("-"):
+            words.append(arg)
+    return words, properties, "--value" in argv, "--user" in argv, machine
+
+
+def _show(units: list[str], uid: int | None, properties: list[str], value_only: bool) -> None:
+    blocks = []
+    for unit in units:
+        main_pid = _ask(unit, uid, "main-pid")
+        values = {"MainPID": main_pid or "0",
+                  "ControlGroup": unit_path(unit, uid) if main_pid is not None or _unit_pids(unit, uid) else ""}
+        names = properties or ["MainPID", "ControlGroup"]
+        blocks.append("\n".join(values.get(name, "") if value_only else f"{name}={values.get(name, '')}"
+                                for name in names))
+    print("\n\n".join(blocks))
+
+
 def systemctl_main(argv: list[str]) -> int:
-    args = [arg for arg in argv if not arg.startswith("--no-") and arg != "--quiet"]
-    if len(args) >= 2 and args[0] == "stop":
-        for unit in args[1:]:
-            if _ask(unit, "stop") is None and not _unit_pids(unit):
+    words, properties, value_only, user, machine = _options(argv)
+    uid = None
+    if user:
+        # As root, `systemctl --user` reaches a user's manager only through -M <uid>@ (systemd 248+).
+        if not machine or not machine.split("@")[0].isdigit() or not machine.endswith(("@", "@.host")):
+            print("Failed to connect to bus: No medium found", file=sys.stderr)
+            return 1
+        uid = int(machine.split("@")[0])
+    if len(words) >= 2 and words[0] == "stop":
+        for unit in words[1:]:
+            if _ask(unit, uid, "stop") is None and not _unit_pids(unit, uid):
                 print(f"Failed to stop {unit}: Unit {unit} not loaded.", file=sys.stderr)
                 return 5
         return 0
-    if len(args) == 2 and args[0] == "is-active":
-        active = _ask(args[1], "main-pid") is not None
+    if len(words) == 2 and words[0] == "is-active":
+        active = _ask(words[1], uid, "main-pid") is not None
         print("active" if active else "inactive")
         return 0 if active else 3
-    if len(args) >= 2 and args[0] == "show":
-        unit = args[-1]
-        answer = _ask(unit, "main-pid")
-        print(f"MainPID={answer or 0}" if "--value" not in argv else (answer or "0"))
+    if len(words) >= 2 and words[0] == "show":
+        _show(words[1:], uid, properties, value_only)
         return 0
     print(f"gpusim systemctl: unsupported: {' '.join(argv)}", file=sys.stderr)
     return 1

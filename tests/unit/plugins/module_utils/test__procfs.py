@@ -108,9 +108,10 @@ def _process(**fields):
 
 
 def test_service_unit_from_the_cgroup():
-    assert _process(cgroups=("/system.slice/sglang.service",)).service_unit == "sglang.service"
+    assert _process(cgroups=("/system.slice/sglang.service",)).service_unit == \
+        ("sglang.service", "/system.slice/sglang.service", "system", None)
     assert _process(cgroups=("/user.slice/user-1000.slice/user@1000.service/app.slice/vllm.service",)
-                    ).service_unit == "vllm.service"
+                    ).service_unit[2:] == ("user", 1000)
     assert _process(cgroups=("/user.slice/user-1000.slice/user@1000.service/init.scope",)).service_unit is None
     assert _process(cgroups=("/user.slice/user-0.slice/session-1.scope",)).service_unit is None
 

@@ -495,5 +495,6 @@ def test_role_variables_of_the_wrong_type_are_refused_with_readable_messages():
         text = validation[0]["result"]["msg"]
         assert variable in text and message in text, text
         assert "Traceback" not in text
-        assert [record["task"] for record in run.records if record["host"] == host] == [validation[0]["task"]], \
-            "a task ran after the validation failed"
+        tasks = [record["task"] for record in run.records if record["host"] == host]
+        # The playbook's own guards (which hosts) come before the role; nothing may come after its validation.
+        assert tasks[tasks.index(validation[0]["task"]):] == [validation[0]["task"]], "a task ran after the validation failed"
