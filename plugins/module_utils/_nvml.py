@@ -147,6 +147,8 @@ def _read_gpu(nvml: t.Any, handle: t.Any, index: int, driver: str, answer: dict[
     remapped = _value(nvml, lambda: nvml.nvmlDeviceGetRemappedRows(handle), ("remapped_rows.pending",), tokens) \
         if hasattr(nvml, "nvmlDeviceGetRemappedRows") else None
     recovery = _recovery_action(nvml, handle, tokens) if hasattr(nvml, "nvmlDeviceGetFieldValues") else None
+    retired = _value(nvml, lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle), ("retired_pages.pending",),
+                     tokens) if hasattr(nvml, "nvmlDeviceGetRetiredPagesPendingStatus") else None
     reserved = getattr(memory, "reserved", None)
     answer["gpus"].append({
         "index": index,
@@ -164,6 +166,7 @@ def _read_gpu(nvml: t.Any, handle: t.Any, index: int, driver: str, answer: dict[
         "remapped_rows_pending": None if remapped is None else bool(remapped[2]),
         "recovery_action": recovery,
         "tokens": tokens,
+        "retired_pages_pending": None if retired is None else bool(retired),
     })
     try:
         entries = _compute_processes(nvml, handle)

@@ -183,7 +183,7 @@ enum field {
     F_RESERVED, F_PERSISTENCE, F_MIG_CURRENT, F_MIG_PENDING,
     F_ECC_CORRECTED_VOLATILE, F_ECC_UNCORRECTED_VOLATILE, F_ECC_CORRECTED_AGGREGATE, F_ECC_UNCORRECTED_AGGREGATE,
     F_DEVICE_ID, F_SUBSYSTEM_ID, F_REMAPPED_CORRECTABLE, F_REMAPPED_UNCORRECTABLE, F_REMAPPED_PENDING,
-    F_REMAPPED_FAILURE, F_RECOVERY_ACTION,
+    F_REMAPPED_FAILURE, F_RECOVERY_ACTION, F_RETIRED_PENDING,
     F_COUNT
 };
 #define FIRST_OPTIONAL F_RESERVED
@@ -194,7 +194,7 @@ static const char *const FIELD_NAMES[F_COUNT] = {
     "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
     "ecc.errors.corrected.aggregate.total", "ecc.errors.uncorrected.aggregate.total",
     "pci.device_id", "pci.sub_device_id", "remapped_rows.correctable", "remapped_rows.uncorrectable",
-    "remapped_rows.pending", "remapped_rows.failure", "gpu_recovery_action",
+    "remapped_rows.pending", "remapped_rows.failure", "gpu_recovery_action", "retired_pages.pending",
 };
 
 static const char PROCESS_FIELDS[] = "--query-compute-apps=gpu_uuid,pid,used_gpu_memory,process_name";
@@ -1063,6 +1063,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t handle, unsigned int 
     *pending = flags[0];
     *failure = flags[1];
     DONE(NVML_SUCCESS);
+}
+
+/* nvidia-smi's retired_pages.pending (Yes/No) -> nvmlEnableState_t */
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t handle, unsigned int *pending) {
+    WITH_DEVICE(handle, device)
+    if (!pending)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    DONE(flag_of(device, F_RETIRED_PENDING, pending));
 }
 
 /* nvidia-smi's gpu_recovery_action text -> nvmlDeviceGpuRecoveryAction_t */
