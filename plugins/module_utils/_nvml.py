@@ -22,6 +22,7 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._nvidia_smi import (
     LOST_GPU_HINT,
+    MIG_PID_HINT,
     REQUIRES_RESET_TOKEN,
     GpuProcess,
     GpuRow,
@@ -173,7 +174,8 @@ def _read_gpu(nvml: t.Any, handle: t.Any, index: int, driver: str, answer: dict[
     except nvml.NVMLError as error:
         if getattr(error, "value", None) == _code(nvml, "NVML_ERROR_GPU_IS_LOST"):
             raise
-        answer["problems"].append(f"GPU {index}: its processes could not be listed ({_error_text(nvml, error)})")
+        hidden = f": {MIG_PID_HINT}" if getattr(error, "value", None) == _code(nvml, "NVML_ERROR_NO_PERMISSION") else ""
+        answer["problems"].append(f"GPU {index}: its processes could not be listed ({_error_text(nvml, error)}){hidden}")
         return
     for entry in entries:
         used = getattr(entry, "usedGpuMemory", None)

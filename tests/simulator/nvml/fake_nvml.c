@@ -22,6 +22,8 @@
  *       NVML_ERROR_NOT_SUPPORTED, [Insufficient Permissions] with NVML_ERROR_NO_PERMISSION,
  *       [GPU requires reset] with NVML_ERROR_RESET_REQUIRED, [GPU is lost] with
  *       NVML_ERROR_GPU_IS_LOST, anything else with NVML_ERROR_UNKNOWN
+ *   a token for a process's PID           -> nvmlDeviceGetComputeRunningProcesses fails with that
+ *       token's error ([Insufficient Permissions]: NVML_ERROR_NO_PERMISSION, as for MIG in a container)
  *   a field nvidia-smi rejects ("is not a valid field to query", older drivers):
  *       asked again without it; memory.reserved missing makes nvmlDeviceGetMemoryInfo_v2
  *       answer NVML_ERROR_FUNCTION_NOT_FOUND, any other optional one NVML_ERROR_NOT_SUPPORTED
@@ -231,6 +233,8 @@ static nvmlReturn_t processes_error;
 static int process_count;
 static struct process processes[MAX_PROCESSES];
 static char driver_version[VALUE_SIZE];
+
+static nvmlReturn_t token_error(const char *value);
 
 /* ---- running nvidia-smi ---- */
 
@@ -586,6 +590,10 @@ static nvmlReturn_t load_processes(void) {
         parts[3] = cursor;
         for (part = 0; part < 4; part++)
             trim(parts[part]);
+        if (parts[1][0] == '[') {                    /* a token for the PID: the driver withholds the list */
+            processes_error = token_error(parts[1]);
+            break;
+        }
         errno = 0;
         number = strtoull(parts[1], &end, 10);
         if (errno || *end || end == parts[1] || number > UINT_MAX) {
