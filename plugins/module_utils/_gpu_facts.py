@@ -478,7 +478,10 @@ def _driver_doubts(gpu: _nvidia_smi.GpuRow, ecc_baseline: dict[str, int] | None)
         doubts.append(f"memory use cannot be judged ({gpu.name or 'unknown model'}): {_nvidia_smi.UNIFIED_MEMORY_HINT}")
     elif gpu.memory_used_mib is None:
         doubts.append(f"used memory not readable ({gpu.memory_token() or 'no number'})")
-    others = {name: token for name, token in gpu.tokens.items() if name != "memory.used"}
+    # The memory fields share one driver call (NVML): the same token as used memory is said once, above.
+    used_token = gpu.tokens.get("memory.used")
+    others = {name: token for name, token in gpu.tokens.items()
+              if not (name.startswith("memory.") and token == used_token)}
     if others:
         listed = ", ".join(f"{name} = {token}" for name, token in sorted(others.items()))
         doubts.append(f"the driver answered with an error instead of a value ({listed})")

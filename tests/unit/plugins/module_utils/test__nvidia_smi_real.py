@@ -84,10 +84,13 @@ def test_an_error_token_in_any_field_makes_the_gpu_unknown(field, token):
 def test_requires_reset_token_names_the_reset():
     # nvidia-smi prints [GPU requires reset] in the fields NVML refuses with NVML_ERROR_RESET_REQUIRED
     # (https://github.com/leptonai/gpud/pull/1133: "GPU requires reset").
-    reasons, facts = judge("h200", **{"memory.used": "[GPU requires reset]", "memory.free": "[GPU requires reset]"})
-    assert reasons[0].startswith(LABEL + ": used memory not readable ([GPU requires reset])")
-    assert any("the driver says the GPU requires a reset" in reason for reason in reasons)
-    assert "memory.free = [GPU requires reset]" in " ".join(reasons) and not facts["clean"]
+    reasons, facts = judge("h200", **{"memory.used": "[GPU requires reset]", "memory.free": "[GPU requires reset]",
+                                      "ecc.errors.uncorrected.volatile.total": "[GPU requires reset]"})
+    assert reasons[0] == LABEL + ": used memory not readable ([GPU requires reset])"
+    # memory.free shares used memory's token (one call in NVML): said once; other fields are named.
+    assert reasons[1] == (LABEL + ": the driver answered with an error instead of a value "
+                          "(ecc.errors.uncorrected.volatile.total = [GPU requires reset])")
+    assert reasons[2].startswith(LABEL + ": the driver says the GPU requires a reset") and not facts["clean"]
 
 
 def test_pending_row_remapping_is_never_clean():
