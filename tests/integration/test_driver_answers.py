@@ -118,3 +118,14 @@ def test_hidden_pids_name_the_platform_limit(sim, playbook, backend):
     assert any("Insufficient Permissions" in reason and "inside a container on a MIG GPU the driver does not "
                "disclose other processes' PIDs: run the check on the host" in reason for reason in facts["reasons"]), \
         facts["reasons"]
+
+
+def test_a_driver_without_remapped_rows_is_asked_again_without_the_newer_fields(sim, playbook):
+    host = sim.host()
+    fleet.set_faults(host, unsupported_fields=["remapped_rows.pending"])
+    facts = read(sim, playbook, host, "nvidia_smi")
+    assert facts["verdict"] == "clean", facts["reasons"]
+    assert facts["nvidia_smi_calls"] == 3
+    assert facts["notes"][0].startswith("this driver does not know the field 'remapped_rows.pending'")
+    assert {gpu["remapped_rows_pending"] for gpu in facts["gpus"]} == {None}
+    assert {gpu["recovery_action"] for gpu in facts["gpus"]} == {None}
