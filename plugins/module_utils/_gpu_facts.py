@@ -487,8 +487,7 @@ def _driver_doubts(gpu: _nvidia_smi.GpuRow, ecc_baseline: dict[str, int] | None)
         doubts.append(f"the driver answered with an error instead of a value ({listed})")
     if gpu.requires_reset:
         doubts.append(f"the driver says the GPU requires a reset (recovery action: {gpu.recovery_action or gpu.tokens})")
-    states = [state for state in gpu.reset_needed_states() if not state.startswith("gpu_recovery_action")]
-    doubts.extend(f"needs a GPU reset before it is clean: {state}" for state in states)
+    doubts.extend(f"needs a GPU reset before it is clean: {state}" for state in gpu.reset_needed_states())
     grew = _ecc_grew(gpu, ecc_baseline)
     if grew:
         doubts.append(f"uncorrected ECC errors grew {grew} since the baseline: the GPU needs a reset "

@@ -85,15 +85,12 @@ class GpuRow:
         return self.recovery_action is not None and self.recovery_action not in HEALTHY_RECOVERY_ACTIONS
 
     def reset_needed_states(self) -> list[str]:
-        """States in which the driver waits for a reset before the GPU is whole again."""
+        """Memory repairs that wait for a reset (a recovery action is `requires_reset`'s part)."""
         states = []
         if self.remapped_rows_pending:
             states.append("remapped_rows.pending is Yes (row remapping waits for a GPU reset)")
         if self.retired_pages_pending:
             states.append("retired_pages.pending is Yes (page retirement waits for a GPU reset or reboot)")
-        if self.recovery_action is not None and self.recovery_action not in HEALTHY_RECOVERY_ACTIONS \
-                and not self.recovery_action.startswith("["):
-            states.append(f"gpu_recovery_action is {self.recovery_action}")
         return states
 
     def reports_no_memory(self) -> bool:
