@@ -56,6 +56,8 @@ class Request:
     wait_for: float = 0.0
     poll_interval: float = 0.25
     proc: str = _procfs.PROC
+    # GPU UUID -> uncorrected volatile ECC count from an earlier read; a count above it is never clean.
+    ecc_baseline: dict[str, int] | None = None
 
     def validate(self) -> None:
         if not 0 <= self.wait_for <= 3600:
@@ -77,6 +79,9 @@ class Request:
                 raise GpuOpsError(f"protect entries are process names (no '/', 1-255 characters), got {name!r}")
         if self.nvidia_smi_path is not None and ("\x00" in self.nvidia_smi_path or not self.nvidia_smi_path):
             raise GpuOpsError("nvidia_smi_path must be a non-empty path")
+        for uuid, count in (self.ecc_baseline or {}).items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise GpuOpsError(f"ecc_baseline maps GPU UUIDs to error counts (integers >= 0), got {uuid!r}: {count!r}")
 
     @property
     def protected_names(self) -> frozenset[str]:
@@ -457,17 +462,45 @@ def held_reasons(held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]], thres
     return reasons
 
 
+def _ecc_grew(gpu: _nvidia_smi.GpuRow, baseline: dict[str, int] | None) -> str | None:
+    """'from X to Y' where the uncorrected ECC count is above the baseline given for this GPU's UUID."""
+    before = (baseline or {}).get(gpu.uuid or "")
+    now = gpu.ecc_uncorrected_volatile
+    if before is None or now is None or now <= before:
+        return None
+    return f"from {before} to {now}"
+
+
+def _driver_doubts(gpu: _nvidia_smi.GpuRow, ecc_baseline: dict[str, int] | None) -> list[str]:
+    """Why the driver's own answers about this GPU forbid `clean`: unreadable memory, error tokens, reset-needed states."""
+    doubts = []
+    if gpu.memory_used_mib is None and gpu.reports_no_memory():
+        doubts.append(f"memory use cannot be judged ({gpu.name or 'unknown model'}): {_nvidia_smi.UNIFIED_MEMORY_HINT}")
+    elif gpu.memory_used_mib is None:
+        doubts.append(f"used memory not readable ({gpu.memory_token() or 'no number'})")
+    # The memory fields share one driver call (NVML): the same token as used memory is said once, above.
+    used_token = gpu.tokens.get("memory.used")
+    others = {name: token for name, token in gpu.tokens.items()
+              if not (name.startswith("memory.") and token == used_token)}
+    if others:
+        listed = ", ".join(f"{name} = {token}" for name, token in sorted(others.items()))
+        doubts.append(f"the driver answered with an error instead of a value ({listed})")
+    if gpu.requires_reset:
+        doubts.append(f"the driver says the GPU requires a reset (recovery action: {gpu.recovery_action or gpu.tokens})")
+    doubts.extend(f"needs a GPU reset before it is clean: {state}" for state in gpu.reset_needed_states())
+    grew = _ecc_grew(gpu, ecc_baseline)
+    if grew:
+        doubts.append(f"uncorrected ECC errors grew {grew} since the baseline: the GPU needs a reset "
+                      "(or a drain and a check) before it is clean")
+    return doubts
+
+
 def _judge_gpu(gpu: _nvidia_smi.GpuRow, holders: list[Holder], request: Request, judge: Judge,
                named: set[int], held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]]) -> dict[str, t.Any]:
     """Judge one GPU; add the PIDs its reasons name to `named` and a GPU held over the threshold to `held`."""
     label = f"GPU {gpu.index}" + (f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else "")
     used = gpu.memory_used_mib
-    if used is None:
-        token = gpu.memory_token()
-        judge.unknown.append(f"{label}: used memory not readable ({token or 'no number'})")
-    if gpu.requires_reset:
-        judge.unknown.append(f"{label}: the driver says the GPU requires a reset "
-                             f"(recovery action: {gpu.recovery_action or gpu.tokens})")
+    judge.unknown.extend(f"{label}: {reason}" for reason in _driver_doubts(gpu, request.ecc_baseline))
     listed = [holder for holder in holders if holder.listed_by_driver]
     over = used is not None and used > request.idle_threshold_mib
     if over and listed:
@@ -479,7 +512,8 @@ def _judge_gpu(gpu: _nvidia_smi.GpuRow, holders: list[Holder], request: Request,
                     if gpu.mig_mode == "Enabled" and used < 1024 else "")
         judge.busy.append(f"{label}: {used} MiB used by no process; needs `nvidia-smi --gpu-reset -i {gpu.index}` "
                           f"or a reboot{baseline}")
-    clean = used is not None and not over and not gpu.requires_reset and \
+    clean = used is not None and not over and not gpu.requires_reset and not gpu.tokens and \
+        not gpu.reset_needed_states() and not _ecc_grew(gpu, request.ecc_baseline) and \
         all(holder.protected for holder in holders)
     return {
         "index": gpu.index,
@@ -494,6 +528,7 @@ def _judge_gpu(gpu: _nvidia_smi.GpuRow, holders: list[Holder], request: Request,
         "mig_mode": gpu.mig_mode,
         "ecc_uncorrected_volatile": gpu.ecc_uncorrected_volatile,
         "remapped_rows_pending": gpu.remapped_rows_pending,
+        "retired_pages_pending": gpu.retired_pages_pending,
         "recovery_action": gpu.recovery_action,
         "requires_reset": gpu.requires_reset,
         "tokens": gpu.tokens,

@@ -51,6 +51,15 @@ def _leaked_gpus(facts: dict[str, t.Any]) -> list[int]:
     return [gpu["index"] for gpu in facts["gpus"] if gpu["unattributed"]]
 
 
+def _with_ecc_baseline(facts: _gpu_facts.Request, before: dict[str, t.Any]) -> _gpu_facts.Request:
+    """The reads after the stop judge uncorrected ECC growth against the read before it, unless a baseline was given."""
+    if facts.ecc_baseline is not None:
+        return facts
+    counts = {gpu["uuid"]: gpu["ecc_uncorrected_volatile"] for gpu in before["gpus"]
+              if gpu["uuid"] and gpu["ecc_uncorrected_volatile"] is not None}
+    return dataclasses.replace(facts, ecc_baseline=counts)
+
+
 def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
     request.validate()
     before = _gpu_facts.collect_until_clean(dataclasses.replace(request.facts, wait_for=0.0))
@@ -60,7 +69,7 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
         kill = _kill.run(request.kill, log)
         result["kill"] = kill
         if not kill["check_mode"]:
-            after = _gpu_facts.collect_until_clean(request.facts)
+            after = _gpu_facts.collect_until_clean(_with_ecc_baseline(request.facts, before))
             result["after"] = _facts_result(after)
             leaked = _leaked_gpus(after) if request.reset_leaked_gpus else []
             if leaked:

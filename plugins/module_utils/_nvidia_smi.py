@@ -31,16 +31,24 @@ GPU_FIELDS: tuple[str, ...] = (
     "mig.mode.current",
     "ecc.errors.uncorrected.volatile.total",
     "remapped_rows.pending",
+    "retired_pages.pending",
     "gpu_recovery_action",
 )
 # Fields older drivers reject ("is not a valid field to query"); asked for again without them.
-NEWER_GPU_FIELDS = frozenset({"memory.reserved", "gpu_recovery_action"})
+# remapped_rows came with R450 (A100), memory.reserved and gpu_recovery_action later.
+NEWER_GPU_FIELDS = frozenset({"memory.reserved", "remapped_rows.pending", "gpu_recovery_action"})
 # process_name goes last: it is the only value that may itself contain ", ".
 PROCESS_FIELDS: tuple[str, ...] = ("gpu_uuid", "pid", "used_gpu_memory", "process_name")
 CSV_FORMAT = "--format=csv,noheader,nounits"
 
 NOT_AVAILABLE = frozenset({"[N/A]", "N/A", "[Not Supported]", "Not Supported", ""})
 REQUIRES_RESET_TOKEN = "[GPU requires reset]"
+# Where memory numbers are not there at all: unified-memory GPUs (GB10 / DGX Spark) print [N/A] for memory.*.
+UNIFIED_MEMORY_HINT = ("the driver reports no memory numbers for it ([N/A]), as on unified-memory GPUs "
+                       "(GB10 / DGX Spark) whose GPU shares system memory: a memory check cannot prove it clean; "
+                       "check the GPU processes (holders) and the host's memory instead")
+MIG_PID_HINT = ("inside a container on a MIG GPU the driver does not disclose other processes' PIDs: "
+                "run the check on the host, outside the container")
 HEALTHY_RECOVERY_ACTIONS = frozenset({"None", "[N/A]", "N/A"})
 
 _TOKEN = re.compile(r"^\[[^\]]*\]$")
@@ -68,12 +76,26 @@ class GpuRow:
     remapped_rows_pending: bool | None = None
     recovery_action: str | None = None
     tokens: dict[str, str] = field(default_factory=dict)
+    retired_pages_pending: bool | None = None
 
     @property
     def requires_reset(self) -> bool:
         if REQUIRES_RESET_TOKEN in self.tokens.values():
             return True
         return self.recovery_action is not None and self.recovery_action not in HEALTHY_RECOVERY_ACTIONS
+
+    def reset_needed_states(self) -> list[str]:
+        """Memory repairs that wait for a reset (a recovery action is `requires_reset`'s part)."""
+        states = []
+        if self.remapped_rows_pending:
+            states.append("remapped_rows.pending is Yes (row remapping waits for a GPU reset)")
+        if self.retired_pages_pending:
+            states.append("retired_pages.pending is Yes (page retirement waits for a GPU reset or reboot)")
+        return states
+
+    def reports_no_memory(self) -> bool:
+        """No memory number at all and no error for it: what unified-memory GPUs print."""
+        return self.memory_used_mib is None and self.memory_total_mib is None and "memory.used" not in self.tokens
 
     def memory_token(self) -> str | None:
         """The token nvidia-smi printed instead of the used-memory number, if any."""
@@ -173,9 +195,10 @@ def parse_gpu_rows(text: str, fields: t.Sequence[str]) -> tuple[list[GpuRow], li
             persistence_mode=_text(raw["persistence_mode"]),
             mig_mode=_text(raw["mig.mode.current"]),
             ecc_uncorrected_volatile=_number(raw["ecc.errors.uncorrected.volatile.total"]),
-            remapped_rows_pending=_yes_no(raw["remapped_rows.pending"]),
+            remapped_rows_pending=_yes_no(raw.get("remapped_rows.pending", "")),
             recovery_action=_text(raw["gpu_recovery_action"]) if "gpu_recovery_action" in raw else None,
             tokens=tokens,
+            retired_pages_pending=_yes_no(raw.get("retired_pages.pending", "")),
         ))
     return rows, problems
 
@@ -188,6 +211,10 @@ def parse_process_rows(text: str) -> tuple[list[GpuProcess], list[str]]:
             continue
         values = line.split(", ", len(PROCESS_FIELDS) - 1)
         pid = _number(values[1]) if len(values) == len(PROCESS_FIELDS) else None
+        if pid is None and len(values) == len(PROCESS_FIELDS) and _TOKEN.match(values[1].strip()):
+            problems.append(f"the driver hides the PID of a process on GPU {values[0].strip()} "
+                            f"({values[1].strip()}): {MIG_PID_HINT}")
+            continue
         if pid is None:
             problems.append(f"nvidia-smi printed a line that is not a GPU process row: {line.strip()!r}")
             continue

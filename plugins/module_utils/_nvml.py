@@ -22,6 +22,7 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._nvidia_smi import (
     LOST_GPU_HINT,
+    MIG_PID_HINT,
     REQUIRES_RESET_TOKEN,
     GpuProcess,
     GpuRow,
@@ -147,6 +148,8 @@ def _read_gpu(nvml: t.Any, handle: t.Any, index: int, driver: str, answer: dict[
     remapped = _value(nvml, lambda: nvml.nvmlDeviceGetRemappedRows(handle), ("remapped_rows.pending",), tokens) \
         if hasattr(nvml, "nvmlDeviceGetRemappedRows") else None
     recovery = _recovery_action(nvml, handle, tokens) if hasattr(nvml, "nvmlDeviceGetFieldValues") else None
+    retired = _value(nvml, lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle), ("retired_pages.pending",),
+                     tokens) if hasattr(nvml, "nvmlDeviceGetRetiredPagesPendingStatus") else None
     reserved = getattr(memory, "reserved", None)
     answer["gpus"].append({
         "index": index,
@@ -164,13 +167,15 @@ def _read_gpu(nvml: t.Any, handle: t.Any, index: int, driver: str, answer: dict[
         "remapped_rows_pending": None if remapped is None else bool(remapped[2]),
         "recovery_action": recovery,
         "tokens": tokens,
+        "retired_pages_pending": None if retired is None else bool(retired),
     })
     try:
         entries = _compute_processes(nvml, handle)
     except nvml.NVMLError as error:
         if getattr(error, "value", None) == _code(nvml, "NVML_ERROR_GPU_IS_LOST"):
             raise
-        answer["problems"].append(f"GPU {index}: its processes could not be listed ({_error_text(nvml, error)})")
+        hidden = f": {MIG_PID_HINT}" if getattr(error, "value", None) == _code(nvml, "NVML_ERROR_NO_PERMISSION") else ""
+        answer["problems"].append(f"GPU {index}: its processes could not be listed ({_error_text(nvml, error)}){hidden}")
         return
     for entry in entries:
         used = getattr(entry, "usedGpuMemory", None)

@@ -134,6 +134,8 @@ options:
     type: str
 notes:
   - Needs root, like the modules it combines.
+  - The reads after the stop judge uncorrected ECC errors against the first read (see
+    O(gpuops.hygiene.gpu_memory_facts#module:ecc_baseline)); a GPU whose count grew during the run is never V(clean).
 seealso:
   - module: gpuops.hygiene.gpu_memory_facts
   - module: gpuops.hygiene.inference_server_kill

@@ -91,6 +91,13 @@ options:
     type: list
     elements: str
     default: []
+  ecc_baseline:
+    description:
+      - Uncorrected volatile ECC error counts from an earlier read, by GPU UUID (the V(uuid) and
+        V(ecc_uncorrected_volatile) of RV(ansible_facts.gpu_memory.gpus) before the work or the reset).
+      - A GPU whose count grew since then is never V(clean), with the reason. Without a baseline, a count above zero
+        alone is no reason (it counts every error since the driver loaded).
+    type: dict
 notes:
   - Reading other users' open files needs root; run with O(ignore:become=true) where the connecting user is not root.
 seealso:
@@ -199,6 +206,9 @@ ansible_facts:
             mig_mode: {description: "V(Enabled), V(Disabled), or null where MIG is not supported.", type: str}
             ecc_uncorrected_volatile: {description: "Uncorrected ECC errors since the driver loaded; null where not supported.", type: int}
             remapped_rows_pending: {description: "Whether row remapping waits for a GPU reset; null where not supported.", type: bool}
+            retired_pages_pending:
+              description: "Whether page retirement waits for a GPU reset or reboot; null where not supported (GPUs with row remapping)."
+              type: bool
             recovery_action: {description: "What the driver says the GPU needs (V(None), V(Reset), V(Reboot), ...).", type: str}
             requires_reset: {description: "The driver reports that this GPU needs a reset.", type: bool}
             tokens: {description: "Fields for which C(nvidia-smi) printed a bracketed token (such as C([Insufficient Permissions])).", type: dict}
@@ -282,6 +292,7 @@ def main() -> None:
         protect=dict(type="list", elements="str", default=[]),
         wait_for=dict(type="float", default=0),
         poll_interval=dict(type="float", default=0.25),
+        ecc_baseline=dict(type="dict"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
@@ -295,6 +306,7 @@ def main() -> None:
         protect=tuple(params["protect"]),
         wait_for=params["wait_for"],
         poll_interval=params["poll_interval"],
+        ecc_baseline=params["ecc_baseline"],
     )
     try:
         facts = collect_until_clean(request)

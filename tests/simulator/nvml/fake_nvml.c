@@ -22,6 +22,8 @@
  *       NVML_ERROR_NOT_SUPPORTED, [Insufficient Permissions] with NVML_ERROR_NO_PERMISSION,
  *       [GPU requires reset] with NVML_ERROR_RESET_REQUIRED, [GPU is lost] with
  *       NVML_ERROR_GPU_IS_LOST, anything else with NVML_ERROR_UNKNOWN
+ *   a token for a process's PID           -> nvmlDeviceGetComputeRunningProcesses fails with that
+ *       token's error ([Insufficient Permissions]: NVML_ERROR_NO_PERMISSION, as for MIG in a container)
  *   a field nvidia-smi rejects ("is not a valid field to query", older drivers):
  *       asked again without it; memory.reserved missing makes nvmlDeviceGetMemoryInfo_v2
  *       answer NVML_ERROR_FUNCTION_NOT_FOUND, any other optional one NVML_ERROR_NOT_SUPPORTED
@@ -183,7 +185,7 @@ enum field {
     F_RESERVED, F_PERSISTENCE, F_MIG_CURRENT, F_MIG_PENDING,
     F_ECC_CORRECTED_VOLATILE, F_ECC_UNCORRECTED_VOLATILE, F_ECC_CORRECTED_AGGREGATE, F_ECC_UNCORRECTED_AGGREGATE,
     F_DEVICE_ID, F_SUBSYSTEM_ID, F_REMAPPED_CORRECTABLE, F_REMAPPED_UNCORRECTABLE, F_REMAPPED_PENDING,
-    F_REMAPPED_FAILURE, F_RECOVERY_ACTION,
+    F_REMAPPED_FAILURE, F_RECOVERY_ACTION, F_RETIRED_PENDING,
     F_COUNT
 };
 #define FIRST_OPTIONAL F_RESERVED
@@ -194,7 +196,7 @@ static const char *const FIELD_NAMES[F_COUNT] = {
     "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
     "ecc.errors.corrected.aggregate.total", "ecc.errors.uncorrected.aggregate.total",
     "pci.device_id", "pci.sub_device_id", "remapped_rows.correctable", "remapped_rows.uncorrectable",
-    "remapped_rows.pending", "remapped_rows.failure", "gpu_recovery_action",
+    "remapped_rows.pending", "remapped_rows.failure", "gpu_recovery_action", "retired_pages.pending",
 };
 
 static const char PROCESS_FIELDS[] = "--query-compute-apps=gpu_uuid,pid,used_gpu_memory,process_name";
@@ -231,6 +233,8 @@ static nvmlReturn_t processes_error;
 static int process_count;
 static struct process processes[MAX_PROCESSES];
 static char driver_version[VALUE_SIZE];
+
+static nvmlReturn_t token_error(const char *value);
 
 /* ---- running nvidia-smi ---- */
 
@@ -586,6 +590,10 @@ static nvmlReturn_t load_processes(void) {
         parts[3] = cursor;
         for (part = 0; part < 4; part++)
             trim(parts[part]);
+        if (parts[1][0] == '[') {                    /* a token for the PID: the driver withholds the list */
+            processes_error = token_error(parts[1]);
+            break;
+        }
         errno = 0;
         number = strtoull(parts[1], &end, 10);
         if (errno || *end || end == parts[1] || number > UINT_MAX) {
@@ -1063,6 +1071,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t handle, unsigned int 
     *pending = flags[0];
     *failure = flags[1];
     DONE(NVML_SUCCESS);
+}
+
+/* nvidia-smi's retired_pages.pending (Yes/No) -> nvmlEnableState_t */
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t handle, unsigned int *pending) {
+    WITH_DEVICE(handle, device)
+    if (!pending)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    DONE(flag_of(device, F_RETIRED_PENDING, pending));
 }
 
 /* nvidia-smi's gpu_recovery_action text -> nvmlDeviceGpuRecoveryAction_t */
