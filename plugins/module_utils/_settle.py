@@ -91,7 +91,7 @@ class Tracker:
         return self._settled_while_quiet(facts, holders, now)
 
     def _settled_while_quiet(self, facts: dict[str, t.Any], holders: list[dict[str, t.Any]], now: float) -> str | None:
-        quiet = now - float(self.quiet_since or now) >= self.window
+        quiet = self.quiet_since is not None and now - self.quiet_since >= self.window
         invisible = any(not holder["visible"] for holder in holders)
         if any(_unkillable(holder) for holder in holders):
             return UNKILLABLE if quiet else None

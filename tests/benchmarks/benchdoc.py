@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import statistics
+
+import settledoc
 
 RELEASE_S = 1.5
 TARGET_RATIO = 1.5
@@ -632,6 +635,11 @@ manual/reset >= 3 (measured: {_f(reset8.get('median_s'))} s). Left, ordered by e
    benchmark on a controller with more cores (or with `--ssh-hosts` against real machines) would settle the 8-host
    targets.
 """)
+
+    for section in (settledoc.verdict_section(results.get("verdicts") or [], os.path.basename(results_path)),
+                    settledoc.cost_section(results.get("cost_model") or {}, os.path.basename(results_path))):
+        if section:
+            add(section)
 
     add("## Scaling to thousands of hosts\n")
     add(f"""**Measured here:** up to {max(sizes) if sizes else '-'} simulated hosts with forks = hosts on a 2-core controller that also runs
