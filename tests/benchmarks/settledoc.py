@@ -63,6 +63,21 @@ controller's CPU-seconds are that group's `cpu.stat` `usage_usec`; the host side
 *Hosts one controller drives in a minute* is CPU-bound arithmetic, `(60 s x cores x {costmodel.USABLE:.0%} - fixed) /
 per host`, with the forks (`-f`) at least that many hosts and the hosts' own work on the hosts: the wall time of each
 host's reset then stays what it is for one host (about 3 s on this machine), and the controller's CPU is the limit.
+
+**Beyond one controller's minute** (extrapolated from the per-host figures above, not measured at that scale):
+
+- *Forks.* Every fork is a worker process of its own on the controller (about 50-60 MiB each, see above); forks in the
+  hundreds fit a large controller, thousands do not. With fewer forks than hosts the hosts go in waves of `-f` hosts,
+  each wave taking about one host's reset, so the wall time is about (hosts / forks) x that, on top of the CPU above.
+- *`strategy: free`* (`-e gpu_reset_strategy=free`) removes the per-task barrier where every host waits for the
+  slowest, which matters when hosts take very different times (a broken host no longer holds the others back in the
+  linear strategy either: its wait settles in seconds, see [Time to a settled verdict](#time-to-a-settled-verdict)); it
+  does not remove any CPU, so it does not raise the hosts-per-minute figure.
+- *More controllers.* AWX / Ansible Automation Platform job slicing runs N slices of the inventory as N jobs on
+  different execution nodes: each slice pays the fixed cost once and its own per-host cost, so N nodes of C cores drive
+  about N times the hosts-per-minute figure of one; the summary table and reports are per slice.
+- *No controller in the loop.* `ansible-pull` on each host: the controller CPU disappears, each host pays only its
+  host-side CPU-seconds above.
 """
 
 

@@ -32,12 +32,13 @@ KNOBS = {"term_delay_s": 0.5}
 RELEASE_LAG_S = 1.0
 # Before: the same states through reset_gpus.yml with the role's defaults on one simulated host, before settling
 # existed, as reported in the project's issue 11 (each verdict came only after the whole wait timeout).
-BEFORE_S = {"driver_not_loaded": 61, "gpu_missing": 61, "leak": 63, "out_of_scope": 62, "d_state": 182}
+BEFORE_S = {"none": None, "driver_not_loaded": 61, "gpu_missing": 61, "leak": 63, "out_of_scope": 62, "d_state": 182}
 # The goal: 5 s, plus the settle window for a leak; at most 30 s for a holder in uninterruptible sleep.
 SETTLE_WINDOW_S = 5.0
-GOAL_S = {"driver_not_loaded": 5.0, "gpu_missing": 5.0, "leak": 5.0 + SETTLE_WINDOW_S, "out_of_scope": 5.0,
+GOAL_S = {"none": 5.0, "driver_not_loaded": 5.0, "gpu_missing": 5.0, "leak": 5.0 + SETTLE_WINDOW_S, "out_of_scope": 5.0,
           "d_state": 30.0}
-EXPECTED = {"driver_not_loaded": "gpu_error", "gpu_missing": "gpus_missing", "leak": "leak",
+# `none`: a healthy host, the reference for the same machine and load (its verdict is clean).
+EXPECTED = {"none": "clean", "driver_not_loaded": "gpu_error", "gpu_missing": "gpus_missing", "leak": "leak",
             "out_of_scope": "out_of_scope", "d_state": "unkillable"}
 
 
@@ -84,23 +85,27 @@ def measure(fault: str, size: int) -> dict:
         for name in healthy:
             wait_for_gpu_holders(name, 8)
         hosts = healthy + [target]
+        load_before = round(os.getloadavg()[0], 1)
         spawned = time.time()
-        run = run_playbook(RESET, sim.inventory(hosts=hosts), {}, args=["-f", str(len(hosts))])
-        record = {"fault": fault, "hosts": len(hosts), "rc": run.rc, "wall_s": round(run.elapsed, 2), "per_host": {}}
+        # The whole inventory (a container is reached through its node), limited to the hosts under test.
+        run = run_playbook(RESET, sim.inventory(), {}, limit=",".join(hosts), args=["-f", str(len(hosts))])
+        record = {"fault": fault, "hosts": len(hosts), "rc": run.rc, "wall_s": round(run.elapsed_s, 2), "per_host": {}}
         for name in hosts:
             result = run.result(ONE_RUN, name)
             verdict = run.reset_verdict(name)
             at = _verdict_at(result)
             record["per_host"][name] = {
                 "broken": name == target, "verdict": verdict["verdict"], "settled_because": result.get("settled_because"),
-                "verdict_s": round(at - spawned, 2) if at else None, "kill_s": result["kill"].get("elapsed_s")}
+                "verdict_s": round(at - spawned, 2) if at else None, "kill_s": result["kill"].get("elapsed_s"),
+                "waited_s": (result["after"].get("ansible_facts") or {}).get("gpu_memory", {}).get("waited_s")}
         broken = record["per_host"][target]
         record.update(verdict_s=broken["verdict_s"], settled_because=broken["settled_because"],
                       expected=EXPECTED[fault], goal_s=GOAL_S[fault], before_s=BEFORE_S[fault],
                       healthy_verdict_s_max=max((entry["verdict_s"] or 0 for entry in record["per_host"].values()
                                                  if not entry["broken"]), default=None),
                       healthy_all_clean=all(entry["verdict"] == "clean" for entry in record["per_host"].values()
-                                            if not entry["broken"]))
+                                            if not entry["broken"]),
+                      loadavg_before=load_before)
         record["met"] = (record["settled_because"] == record["expected"] and broken["verdict_s"] is not None
                          and broken["verdict_s"] <= record["goal_s"] and record["healthy_all_clean"])
         return record
@@ -125,14 +130,15 @@ def run_all(sizes: list[int], reps: int, log=print) -> list[dict]:
 
 def markdown(records: list[dict]) -> str:
     lines = ["| fault | hosts (broken) | settled because | time to verdict s: before -> after | goal s | play wall s "
-             "| healthy hosts' verdicts by s (all clean) | met |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| healthy hosts' verdicts by s (all clean) | load average before | met |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for record in records:
         healthy = "-" if record["hosts"] == 1 else \
             f"{record['healthy_verdict_s_max']} ({'yes' if record['healthy_all_clean'] else 'NO'})"
-        lines.append(f"| {record['fault']} | {record['hosts']} (1) | `{record['settled_because']}` | "
-                     f"{record['before_s']} -> {record['verdict_s']} | {record['goal_s']:g} | {record['wall_s']} | "
-                     f"{healthy} | {'met' if record['met'] else '**not met**'} |")
+        broken = "0" if record["fault"] == "none" else "1"
+        lines.append(f"| {record['fault']} | {record['hosts']} ({broken}) | `{record['settled_because']}` | "
+                     f"{record['before_s'] or '-'} -> {record['verdict_s']} | {record['goal_s']:g} | {record['wall_s']} | "
+                     f"{healthy} | {record.get('loadavg_before', '-')} | {'met' if record['met'] else '**not met**'} |")
     return "\n".join(lines)
 
 
