@@ -671,12 +671,14 @@ make benchmark                                         # build, then the full ru
 make build                                             # the benchmark runs the installed collection
 sudo .venv/bin/python tests/benchmarks/run.py --hosts 1,8,32,64 --reps 3 --doc   # full run, ~45 min on 2 cores
 sudo .venv/bin/python tests/benchmarks/run.py --smoke  # 1 host, 1 repetition, ~30 s
+sudo .venv/bin/python tests/benchmarks/run.py --cost --hosts 1,8,32,64 --reps 3   # only the cost split (reset, no-op)
+sudo .venv/bin/python tests/benchmarks/verdicts.py --sizes 1,8 --out V.json        # only the time to a settled verdict
 .venv/bin/python tests/benchmarks/report.py tests/benchmarks/results/RESULTS.json \
     [--baseline EARLIER.json=LABEL ...]  # rewrite this page, the plot and tests/benchmarks/summary.json
 .venv/bin/python -m pytest -c tests/pytest.ini tests/benchmarks                   # the smoke test
 ```
 
-Options: `--ssh-hosts N` (0 skips SSH), `--no-extras` (no strategy free, no SSH without pipelining, no mitogen),
+Options: `--verdict-sizes 1,8` (the time-to-verdict runs of a full run; empty: none), `--ssh-hosts N` (0 skips SSH), `--no-extras` (no strategy free, no SSH without pipelining, no mitogen),
 `--no-mitogen`, `--quiet-threshold`, `--quiet-wait`, and `--doc --baseline EARLIER.json=LABEL` (repeatable, oldest
 first; the label says what that version did differently). Full results are JSON in
 `tests/benchmarks/results/` (ignored by git: about 1 MB a run); `tests/benchmarks/summary.json` keeps the summary behind

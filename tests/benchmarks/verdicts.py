@@ -129,15 +129,20 @@ def run_all(sizes: list[int], reps: int, log=print) -> list[dict]:
 
 
 def markdown(records: list[dict]) -> str:
-    lines = ["| fault | hosts (broken) | settled because | time to verdict s: before -> after | goal s | play wall s "
-             "| healthy hosts' verdicts by s (all clean) | load average before | met |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| fault | hosts (broken) | settled because | time to verdict s: before -> after | goal s "
+             "| after - a healthy host's verdict, s | play wall s | healthy hosts' verdicts by s (all clean) "
+             "| load average before | met |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    reference = {record["hosts"]: record["verdict_s"] for record in records if record["fault"] == "none"}
     for record in records:
+        healthy_at = reference.get(record["hosts"]) if record["hosts"] == 1 else record["healthy_verdict_s_max"]
+        delta = "-" if healthy_at is None or record["verdict_s"] is None or record["fault"] == "none" else \
+            f"{record['verdict_s'] - healthy_at:+.2f}"
         healthy = "-" if record["hosts"] == 1 else \
             f"{record['healthy_verdict_s_max']} ({'yes' if record['healthy_all_clean'] else 'NO'})"
         broken = "0" if record["fault"] == "none" else "1"
         lines.append(f"| {record['fault']} | {record['hosts']} ({broken}) | `{record['settled_because']}` | "
-                     f"{record['before_s'] or '-'} -> {record['verdict_s']} | {record['goal_s']:g} | {record['wall_s']} | "
+                     f"{record['before_s'] or '-'} -> {record['verdict_s']} | {record['goal_s']:g} | {delta} | {record['wall_s']} | "
                      f"{healthy} | {record.get('loadavg_before', '-')} | {'met' if record['met'] else '**not met**'} |")
     return "\n".join(lines)
 
