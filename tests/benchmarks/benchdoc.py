@@ -678,7 +678,9 @@ sudo .venv/bin/python tests/benchmarks/verdicts.py --sizes 1,8 --out V.json     
 .venv/bin/python -m pytest -c tests/pytest.ini tests/benchmarks                   # the smoke test
 ```
 
-Options: `--verdict-sizes 1,8` (the time-to-verdict runs of a full run; empty: none), `--ssh-hosts N` (0 skips SSH), `--no-extras` (no strategy free, no SSH without pipelining, no mitogen),
+Options: `--verdict-sizes 1,8` (the time-to-verdict runs of a full run; empty: none), `--cost` (only the reset and the
+no-op play, for the cost split), `--ssh-hosts N` (0 skips SSH), `--no-extras` (no strategy free, no SSH without
+pipelining, no mitogen),
 `--no-mitogen`, `--quiet-threshold`, `--quiet-wait`, and `--doc --baseline EARLIER.json=LABEL` (repeatable, oldest
 first; the label says what that version did differently). Full results are JSON in
 `tests/benchmarks/results/` (ignored by git: about 1 MB a run); `tests/benchmarks/summary.json` keeps the summary behind
