@@ -17,7 +17,7 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _procfs, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _procfs, _settle, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 CLEAN = "clean"
@@ -58,12 +58,18 @@ class Request:
     proc: str = _procfs.PROC
     # GPU UUID -> uncorrected volatile ECC count from an earlier read; a count above it is never clean.
     ecc_baseline: dict[str, int] | None = None
+    settle_window: float = _settle.DEFAULT_WINDOW_S
+    settle_key: str | None = None
 
     def validate(self) -> None:
         if not 0 <= self.wait_for <= 3600:
             raise GpuOpsError(f"wait_for must be between 0 and 3600 seconds, got {self.wait_for}")
         if not 0.05 <= self.poll_interval <= 60:
             raise GpuOpsError(f"poll_interval must be between 0.05 and 60 seconds, got {self.poll_interval}")
+        if not 0 <= self.settle_window <= 3600:
+            raise GpuOpsError(f"settle_window must be between 0 and 3600 seconds, got {self.settle_window}")
+        if self.settle_key is not None and not 0 < len(self.settle_key) <= 200:
+            raise GpuOpsError("settle_key must be 1-200 characters")
         if self.expected_gpu_count is not None and not 1 <= self.expected_gpu_count <= 1024:
             raise GpuOpsError(f"expected_gpu_count must be between 1 and 1024, got {self.expected_gpu_count}")
         if not 0 <= self.idle_threshold_mib <= 1024 * 1024:
@@ -320,10 +326,16 @@ def read_holders(request: Request, table: dict[int, _procfs.Process]) -> tuple[_
 
 
 def collect_until_clean(request: Request) -> dict[str, t.Any]:
-    """Read and judge; with wait_for, read again every poll_interval until clean or the time is up."""
+    """Read and judge; with wait_for, read again every poll_interval until the outcome is settled or the time is up.
+
+    Settled: clean, or nothing left that can change (see _settle). With settle_key the rules' history is kept
+    between module runs, so that until/retries settles the same way as one waiting run.
+    """
     request.validate()
     started = time.monotonic()
     deadline = started + request.wait_for
+    tracker = (_settle.load(request.settle_key, request.settle_window) if request.settle_key
+               else _settle.Tracker(request.settle_window))
     polls = calls = 0
     while True:
         polls += 1
@@ -331,11 +343,15 @@ def collect_until_clean(request: Request) -> dict[str, t.Any]:
         facts = collect(request)
         calls += facts["nvidia_smi_calls"]
         now = time.monotonic()
+        settled = tracker.observe(facts, now)
         # Reads start every poll_interval (back to back when a read takes longer than that).
         next_read = max(read_started + request.poll_interval, now)
-        if facts["verdict"] == CLEAN or next_read > deadline:
+        if settled or next_read > deadline:
             break
         time.sleep(next_read - now)
+    if request.settle_key:
+        _settle.save(request.settle_key, tracker, settled)
+    facts["settled_because"] = settled or (_settle.TIMEOUT if request.wait_for > 0 else None)
     facts["polls"] = polls
     facts["nvidia_smi_calls_total"] = calls
     facts["waited_s"] = round(now - started, 3)

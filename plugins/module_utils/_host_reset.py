@@ -44,6 +44,10 @@ def _facts_result(facts: dict[str, t.Any]) -> dict[str, t.Any]:
     return {"changed": False, "ansible_facts": {"gpu_memory": facts}}
 
 
+def _facts_of(result: dict[str, t.Any]) -> dict[str, t.Any] | None:
+    return result.get("ansible_facts", {}).get("gpu_memory")
+
+
 def _leaked_gpus(facts: dict[str, t.Any]) -> list[int]:
     """GPUs whose memory no process holds, when nothing else keeps the host from being clean."""
     if facts["verdict"] != _LEAKED_ONLY or any(not holder["protected"] for holder in facts["holders"]):
@@ -87,6 +91,7 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
     kill_changed = bool(result["kill"].get("changed"))
     result["changed"] = kill_changed or bool(leftovers["changed"]) or bool(result["gpu_reset"].get("changed"))
     result["check_mode"] = request.check_mode
+    result["settled_because"] = (_facts_of(result["after"]) or before).get("settled_because")
     outcome = _outcome.reset_result(result, request.host or socket.gethostname(), verify_only=request.verify_only)
     result["ansible_facts"] = {"gpu_reset_result": outcome}
     result["msg"] = outcome["message"]

@@ -33,6 +33,10 @@ MATCH_TIMEOUT_S = 2.0
 RESPAWN_WATCH_S = 3.0
 # Re-scans of trees that still grow at the end of the grace period, once their processes are stopped (SIGSTOP).
 GROWTH_ROUNDS = 10
+# A target in uninterruptible sleep gets SIGKILL after this long in it, and is unkillable this long after SIGKILL.
+D_STATE_KILL_AFTER_S = 3.0
+D_STATE_UNKILLABLE_AFTER_S = 3.0
+D_STATE_CHECK_S = 0.5
 MAX_PATTERN_LENGTH = 1000
 # Programs that run or wrap a namespace (never a server, and stopping them stops a container).
 NAMESPACE_INITS = frozenset({"init", "systemd", "openrc-init", "runit", "s6-svscan", "tini", "dumb-init",
@@ -337,6 +341,7 @@ class Executor:
         self.grace_deadline = min(self.started + float(request.grace_period or 0),
                                   self.deadline - (float(request.timeout or 0) - float(request.grace_period or 0)) / 2)
         self.targets: list[Target] = []
+        self.d_state = DStateWatch()
 
     def pin(self, target: Target) -> bool:
         """Open a pidfd and make sure it is still the process we planned for (not a reused PID)."""
@@ -408,11 +413,12 @@ class Executor:
             poller = select.poll()
             for target in alive:
                 poller.register(target.pidfd, select.POLLIN)
-            ready = {fd for fd, _mask in poller.poll(max(1, int(remaining * 1000)))}
+            ready = {fd for fd, _mask in poller.poll(max(1, int(min(remaining, D_STATE_CHECK_S) * 1000)))}
             now = time.monotonic()
             for target in alive:
                 if target.pidfd in ready:
                     target.exited_at = now
+            self.d_state.check(self, [target for target in alive if not target.gone], now)
 
     def close(self) -> None:
         for target in self.targets:
@@ -431,6 +437,50 @@ def _exited(pidfd: int) -> bool:
 def _cmdline_now(pid: int, proc: str) -> str:
     process = _procfs.read_process(pid, proc)
     return process.cmdline[:200] if process else "gone"
+
+
+class DStateWatch:
+    """Targets in uninterruptible sleep (state D): SIGKILL after a few seconds of it instead of the whole grace
+    period, and given up as unkillable when SIGKILL has not taken effect a few seconds later, instead of waiting
+    out the kill timeout. SIGKILL stays pending on a D-state process; it dies if the kernel call ever returns."""
+
+    def __init__(self) -> None:
+        self.since: dict[int, float] = {}
+        self.killed_at: dict[int, float] = {}
+
+    def check(self, executor: Executor, targets: list[Target], now: float) -> None:
+        for target in targets:
+            pid = target.process.pid
+            if not target.signals or _procfs.state_of(pid, executor.request.proc) != "D":
+                self.since.pop(pid, None)
+                continue
+            since = self.since.setdefault(pid, now)
+            if "SIGKILL" not in target.signals:
+                if now - since >= D_STATE_KILL_AFTER_S:
+                    executor.send(target, "SIGKILL")
+                    self.killed_at[pid] = now
+                continue
+            killed = self.killed_at.setdefault(pid, now)
+            if now - max(killed, since) >= D_STATE_UNKILLABLE_AFTER_S:
+                wchan = _procfs.wchan(pid, executor.request.proc)
+                target.failure = (f"unkillable: in uninterruptible sleep (state D, wchan {wchan or 'unknown'}) "
+                                  f"{now - killed:.1f} s after SIGKILL")
+                self.kill_ancestors(executor, target)
+
+    @staticmethod
+    def kill_ancestors(executor: Executor, target: Target) -> None:
+        """SIGKILL the rest of an unkillable target's server (its ancestors and its session among the targets): a
+        shutdown that waits for that member (a parent joining its workers, a tracker reading its pipe) cannot finish."""
+        by_pid = {other.process.pid: other for other in executor.targets}
+        server = {other.process.pid for other in executor.targets if other.process.sid == target.process.sid}
+        parent = by_pid.get(target.process.ppid)
+        while parent is not None and parent.process.pid not in server | {target.process.pid}:
+            server.add(parent.process.pid)
+            parent = by_pid.get(parent.process.ppid)
+        for pid in sorted(server - {target.process.pid}):
+            other = by_pid[pid]
+            if other.signals and not other.gone and "SIGKILL" not in other.signals:
+                executor.send(other, "SIGKILL")
 
 
 def stop_units(units: dict[_procfs.ServiceUnit, list[Target]], executor: Executor,

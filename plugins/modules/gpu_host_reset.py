@@ -105,6 +105,13 @@ options:
     description: Seconds between two reads while waiting.
     type: float
     default: 0.25
+  settle_window:
+    description:
+      - The wait ends as soon as the outcome is settled (see RV(settled_because)); memory held by no process, or only
+        by processes in uninterruptible sleep, is settled once it has not gone down for this many seconds.
+      - O(wait_for) stays the upper bound. See O(gpuops.hygiene.gpu_memory_facts#module:settle_window).
+    type: float
+    default: 5
   ports:
     description: TCP ports that must be free afterwards.
     type: list
@@ -203,6 +210,14 @@ leftovers:
   description: The result of the ports and shared-memory check, as M(gpuops.hygiene.server_leftovers) returns it.
   returned: always
   type: dict
+settled_because:
+  description:
+    - Why the wait after the stop ended (V(clean), V(gpu_error), V(gpus_missing), V(out_of_scope), V(protected),
+      V(unkillable), V(leak) or V(timeout), as RV(gpuops.hygiene.gpu_memory_facts#module:ansible_facts.gpu_memory.settled_because));
+      without a wait (check mode, O(verify_only)) what the first read settled, or null.
+  returned: always
+  type: str
+  sample: clean
 check_mode:
   description: Whether the run was in check mode.
   returned: always
@@ -235,6 +250,7 @@ def main() -> None:
         container_processes=dict(type="bool", default=True),
         wait_for=dict(type="float", default=60),
         poll_interval=dict(type="float", default=0.25),
+        settle_window=dict(type="float", default=5),
         ports=dict(type="list", elements="int", default=[]),
         shm_patterns=dict(type="list", elements="str", default=[]),
         clean_shm=dict(type="bool", default=True),
@@ -250,7 +266,7 @@ def main() -> None:
             expected_gpu_count=params["expected_gpu_count"], idle_threshold_mib=params["idle_threshold_mib"],
             nvidia_smi_path=params["nvidia_smi_path"], timeout=params["facts_timeout"], backend=params["backend"],
             container=params["container"], protect=protect, wait_for=params["wait_for"],
-            poll_interval=params["poll_interval"]),
+            poll_interval=params["poll_interval"], settle_window=params["settle_window"]),
         kill=_kill.Request(
             servers=tuple(params["servers"]), patterns=tuple(params["patterns"]), clients=tuple(params["clients"]),
             gpu_holders=params["gpu_holders"], container=params["container"], protect=protect, signal=params["signal"],

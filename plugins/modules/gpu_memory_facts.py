@@ -82,6 +82,23 @@ options:
     description: Seconds between two reads while waiting (O(wait_for)).
     type: float
     default: 0.25
+  settle_window:
+    description:
+      - The wait (O(wait_for)) ends as soon as the outcome is settled, not only when the host is clean; see
+        RV(ansible_facts.gpu_memory.settled_because). Memory that no process holds, or that only processes in
+        uninterruptible sleep hold, counts as settled once it has not gone down for this many seconds.
+      - Long enough for a driver to release a large model after its last holder exited; V(0) settles such memory at
+        the first read.
+    type: float
+    default: 5
+  settle_key:
+    description:
+      - Keep the settle rules' history between runs of this module that share this key (in a file under
+        C(/run/gpuops-hygiene), or a private directory of the user), so that O(ignore:until)/O(ignore:retries) can stop
+        on RV(ansible_facts.gpu_memory.settled_because) the same way one waiting run does.
+      - Use a value unique to one wait, such as the C(collected_at) of the read before the stop. History older than
+        two minutes or from another boot is ignored; it is removed once the outcome is settled.
+    type: str
   protect:
     description:
       - More process names to treat as GPU infrastructure, in addition to the built-in list
@@ -126,12 +143,13 @@ EXAMPLES = r"""
     wait_for: 60
     poll_interval: 0.2
 
-- name: The same with until and retries (MIG baseline of tens of MiB)
+- name: The same with until and retries (MIG baseline of tens of MiB), stopping once the outcome is settled
   gpuops.hygiene.gpu_memory_facts:
     expected_gpu_count: 8
     idle_threshold_mib: 64
+    settle_key: "{{ inventory_hostname }} {{ gpu_wait_started }}"
   register: gpu_state
-  until: gpu_state.ansible_facts.gpu_memory.verdict == 'clean'
+  until: gpu_state.ansible_facts.gpu_memory.settled_because is not none
   retries: 40
   delay: 0.25
 """
@@ -273,6 +291,20 @@ ansible_facts:
           description: "Seconds from the first read to the last."
           type: float
           returned: always
+        settled_because:
+          description:
+            - Why the reads stopped, or null when one read (O(wait_for=0)) cannot tell yet. V(clean); V(gpu_error), a
+              problem waiting cannot cure (driver not loaded, driver/library mismatch, C(nvidia-smi) or libnvidia-ml
+              missing, a GPU lost or off the bus, a GPU that requires a reset, no GPU found); V(gpus_missing), fewer
+              GPUs than expected on two reads in a row; V(out_of_scope), every remaining holder is outside the scope
+              (another container, the node, another PID namespace); V(protected), every remaining holder is
+              protected; V(unkillable), holders in uninterruptible sleep (state D) and memory not going down for
+              O(settle_window); V(leak), memory held by no process and not going down for O(settle_window);
+              V(timeout), O(wait_for) ran out while something could still change.
+            - The verdict is the last read's either way; settling only ends the wait early.
+          type: str
+          returned: always
+          sample: leak
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -293,6 +325,8 @@ def main() -> None:
         wait_for=dict(type="float", default=0),
         poll_interval=dict(type="float", default=0.25),
         ecc_baseline=dict(type="dict"),
+        settle_window=dict(type="float", default=5),
+        settle_key=dict(type="str", no_log=False),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
@@ -307,6 +341,8 @@ def main() -> None:
         wait_for=params["wait_for"],
         poll_interval=params["poll_interval"],
         ecc_baseline=params["ecc_baseline"],
+        settle_window=params["settle_window"],
+        settle_key=params["settle_key"],
     )
     try:
         facts = collect_until_clean(request)

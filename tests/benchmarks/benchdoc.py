@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import statistics
+
+import settledoc
 
 RELEASE_S = 1.5
 TARGET_RATIO = 1.5
@@ -633,6 +636,11 @@ manual/reset >= 3 (measured: {_f(reset8.get('median_s'))} s). Left, ordered by e
    targets.
 """)
 
+    for section in (settledoc.verdict_section(results.get("verdicts") or [], os.path.basename(results_path)),
+                    settledoc.cost_section(results.get("cost_model") or {}, os.path.basename(results_path))):
+        if section:
+            add(section)
+
     add("## Scaling to thousands of hosts\n")
     add(f"""**Measured here:** up to {max(sizes) if sizes else '-'} simulated hosts with forks = hosts on a 2-core controller that also runs
 every host. Wall time grows linearly ({_f(fit.get('slope_s_per_host'), 3)} s per host, R^2 {_f(fit.get('r2'), 3)}) because the
@@ -663,12 +671,16 @@ make benchmark                                         # build, then the full ru
 make build                                             # the benchmark runs the installed collection
 sudo .venv/bin/python tests/benchmarks/run.py --hosts 1,8,32,64 --reps 3 --doc   # full run, ~45 min on 2 cores
 sudo .venv/bin/python tests/benchmarks/run.py --smoke  # 1 host, 1 repetition, ~30 s
+sudo .venv/bin/python tests/benchmarks/run.py --cost --hosts 1,8,32,64 --reps 3   # only the cost split (reset, no-op)
+sudo .venv/bin/python tests/benchmarks/verdicts.py --sizes 1,8 --out V.json        # only the time to a settled verdict
 .venv/bin/python tests/benchmarks/report.py tests/benchmarks/results/RESULTS.json \
     [--baseline EARLIER.json=LABEL ...]  # rewrite this page, the plot and tests/benchmarks/summary.json
 .venv/bin/python -m pytest -c tests/pytest.ini tests/benchmarks                   # the smoke test
 ```
 
-Options: `--ssh-hosts N` (0 skips SSH), `--no-extras` (no strategy free, no SSH without pipelining, no mitogen),
+Options: `--verdict-sizes 1,8` (the time-to-verdict runs of a full run; empty: none), `--cost` (only the reset and the
+no-op play, for the cost split), `--ssh-hosts N` (0 skips SSH), `--no-extras` (no strategy free, no SSH without
+pipelining, no mitogen),
 `--no-mitogen`, `--quiet-threshold`, `--quiet-wait`, and `--doc --baseline EARLIER.json=LABEL` (repeatable, oldest
 first; the label says what that version did differently). Full results are JSON in
 `tests/benchmarks/results/` (ignored by git: about 1 MB a run); `tests/benchmarks/summary.json` keeps the summary behind

@@ -132,6 +132,45 @@ def hosts_cpu_s(names: list[str]) -> float:
     return sum(_first_number(f"/sys/fs/cgroup/unified/gpusim/{name}/cpu.stat", "usage_usec") for name in names) / 1e6
 
 
+CONTROLLER_CGROUP = "/sys/fs/cgroup/unified/gpubench-controller"
+
+
+def controller_cgroup(label: str) -> str | None:
+    """A cgroup2 group of its own for one ansible-playbook run (the controller and its forks); None without cgroup2.
+
+    The simulated hosts' processes (modules, nvidia-smi) join their host's group when they enter it, so this group
+    counts the controller's side alone, however much the hosts compete with it for the CPU.
+    """
+    path = os.path.join(CONTROLLER_CGROUP, f"{label}-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.makedirs(path)
+    except OSError:
+        return None
+    return path
+
+
+def cgroup_cpu_s(path: str) -> float:
+    return _first_number(os.path.join(path, "cpu.stat"), "usage_usec") / 1e6
+
+
+def _join_cgroup(path: str | None) -> None:
+    if path:
+        with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as handle:
+            handle.write("0")
+
+
+def drop_cgroup(path: str | None) -> None:
+    """Remove a run's group once its processes are gone (an SSH control master may outlive the play a moment)."""
+    if not path:
+        return
+    for _attempt in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def children_cpu_s() -> float:
     """CPU seconds of every waited-for descendant of this process (ansible-playbook, its forks and what they ran)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -474,10 +513,11 @@ def run_play(playbook: str, names: list[str], transport: Transport, variant: str
         argv = [tool("ansible-playbook"), "-i", inventory_path, "-f", str(len(names)), "-l", "all", playbook]
         if extra_vars:
             argv += ["-e", json.dumps(extra_vars)]
+        group = controller_cgroup(variant)
         spawned_at = time.time()
         started = time.monotonic()
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=work,
-                              start_new_session=True) as process:
+                              start_new_session=True, preexec_fn=lambda: _join_cgroup(group)) as process:
             try:
                 output = process.communicate(timeout=timeout)[0]
                 rc = process.returncode
@@ -494,6 +534,9 @@ def run_play(playbook: str, names: list[str], transport: Transport, variant: str
             extra["control_masters_killed_by_pid"] = len(ssh.stop_control_masters(transport.control_dir))
             shutil.rmtree(transport.control_dir, ignore_errors=True)
             transport.control_dir = None
+        if group:
+            extra["controller_cgroup_s"] = round(cgroup_cpu_s(group), 3)
+            drop_cgroup(group)
         timing = {}
         if os.path.exists(timing_path):
             with open(timing_path, encoding="utf-8") as handle:
@@ -781,7 +824,8 @@ def _one_run(variant: str, rep: int, names: list[str], transport: Transport, log
     children, inside = children_cpu_s() - cpu_before[0], hosts_cpu_s(names) - cpu_before[1]
     # Local connection: what ran inside the hosts is part of the children too; over SSH it is not (sshd runs it).
     cpu = {"children_s": round(children, 2), "inside_hosts_s": round(inside, 2),
-           "controller_s": round(children - inside if transport.name == "local" else children, 2)}
+           "controller_s": round(children - inside if transport.name == "local" else children, 2),
+           "controller_cgroup_s": run.extra.pop("controller_cgroup_s", None)}
     time.sleep(0.2)
     for thread in (watch, polled):
         if thread:

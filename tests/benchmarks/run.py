@@ -22,7 +22,9 @@ sys.path.insert(0, HERE)
 
 # pylint: disable=wrong-import-position
 import benchlib  # noqa: E402
+import costmodel  # noqa: E402
 import report  # noqa: E402
+import verdicts  # noqa: E402
 from benchlib import Transport  # noqa: E402
 # pylint: enable=wrong-import-position
 
@@ -40,6 +42,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quiet-threshold", type=float, default=0.35,
                         help="CPU busy fraction under which the machine counts as quiet before a run")
     parser.add_argument("--quiet-wait", type=float, default=30.0, help="seconds to wait at most for a quiet machine")
+    parser.add_argument("--cost", action="store_true",
+                        help="only the cost split: the reset and the no-op play at every size, no SSH, no extras")
+    parser.add_argument("--verdict-sizes", default="1,8",
+                        help="fleet sizes of the time-to-verdict runs (one broken host each; empty: none)")
     parser.add_argument("--out", help="results file (default tests/benchmarks/results/<time>.json)")
     parser.add_argument("--doc", action="store_true", help="also write docs/BENCHMARKS.md and its plot from the results")
     parser.add_argument("--baseline", type=report.baseline_arg, action="append", default=[],
@@ -47,8 +53,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def local_plan(size: int, extras: bool, smoke: bool) -> list[tuple[str, Transport]]:
-    if smoke:
+def local_plan(size: int, extras: bool, smoke: bool, cost: bool = False) -> list[tuple[str, Transport]]:
+    if smoke or cost:
         return [("reset", Transport("local")), ("floor", Transport("local"))]
     plan = [("reset", Transport("local")), ("manual", Transport("local")), ("floor", Transport("local"))]
     if extras and 1 < size <= 32:
@@ -99,7 +105,7 @@ def _main(argv: list[str]) -> int:
     benchlib.QUIET.update(threshold=args.quiet_threshold, max_wait_s=0.0 if args.smoke else args.quiet_wait)
     sizes = [1] if args.smoke else [int(value) for value in args.hosts.split(",") if value.strip()]
     reps = 1 if args.smoke else args.reps
-    extras = not args.no_extras and not args.smoke
+    extras = not args.no_extras and not args.smoke and not args.cost
     mitogen = extras and not args.no_mitogen
     results: dict = {"meta": {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": argv, "smoke": args.smoke,
                               "reps": reps, "sizes": sizes, "term_delay_s": benchlib.TERM_DELAY_S,
@@ -130,18 +136,30 @@ def _main(argv: list[str]) -> int:
             print(f"skipping {size} hosts: {why}")
             continue
         print(f"{size} hosts, local connection (gpusim), forks {size}")
-        fleet_result = benchlib.measure(size, reps, local_plan(size, extras, args.smoke),
-                                        calibration_reps=(3 if args.smoke else 20) if size == sizes[0] else 0,
-                                        with_anatomy=size == sizes[0] and not args.smoke)
+        first = size == sizes[0] and not args.cost
+        fleet_result = benchlib.measure(size, reps, local_plan(size, extras, args.smoke, args.cost),
+                                        calibration_reps=(3 if args.smoke else 20) if first else 0,
+                                        with_anatomy=first and not args.smoke)
         per_host = max(per_host or 0.0, fleet_result["setup"]["mib_per_host_with_server"])
         results["fleets"].append(fleet_result)
         save()
     if args.smoke:
         results["ssh_smoke"] = benchlib.ssh_smoke()
-    elif args.ssh_hosts:
+    elif args.ssh_hosts and not args.cost:
         print(f"{args.ssh_hosts} hosts, SSH over loopback, forks {args.ssh_hosts}")
         results["fleets"].append(benchlib.measure(args.ssh_hosts, reps, ssh_plan(extras, mitogen)))
     save()
+    verdict_sizes = [int(value) for value in args.verdict_sizes.split(",") if value.strip()]
+    if verdict_sizes and not args.smoke and not args.cost:
+        print(f"time to a settled verdict, fleet sizes {verdict_sizes} (one broken host)")
+        results["verdicts"] = verdicts.run_all(verdict_sizes, 1)
+        save()
+    results["cost_model"] = costmodel.summarize(results)
+    print(costmodel.markdown(results["cost_model"]))
+    if args.cost:
+        save()
+        print(f"results: {path}")
+        return 0
     results["summary"] = report.summarize(results)
     save()
     print(report.console_table(results["summary"]))
