@@ -30,6 +30,12 @@ DEFAULT_GRACE_S = 10.0
 CLIENT_GRACE_S = 5.0
 KILL_WAIT_S = 30.0
 MATCH_TIMEOUT_S = 2.0
+# Each command line gets its own matching budget, and only its first characters are matched: one huge or
+# pathological command line costs at most this much and leaves that one process unmatched, not the whole call.
+MATCH_BUDGET_PER_PROCESS_S = 0.25
+MATCH_PREFIX_CHARS = 4096
+# The Ansible command-line programs whose run (with all its forks) is never a target on its own host.
+ANSIBLE_CONTROLLERS = frozenset({"ansible-playbook", "ansible", "ansible-pull", "ansible-console"})
 RESPAWN_WATCH_S = 3.0
 MAX_PATTERN_LENGTH = 1000
 # Programs that run or wrap a namespace (never a server, and stopping them stops a container).
@@ -38,6 +44,8 @@ NAMESPACE_INITS = frozenset({"init", "systemd", "openrc-init", "runit", "s6-svsc
 SUPERVISORS = frozenset({"supervisord", "runsv", "s6-supervise", "circusd", "monit"})
 
 CLIENT, ROOT, MEMBER = 0, 1, 2
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @dataclass
@@ -136,6 +144,32 @@ class Selector:
         self.protected_names = frozenset(_gpu_facts.DEFAULT_PROTECTED) | frozenset(request.protect)
         self.ancestors = _procfs.self_and_ancestors(request.proc)
         self.gpu_holders: dict[tuple[int, int], str] = {}
+        self.ansible_run: _procfs.Process | None = None
+        self.table: dict[int, _procfs.Process] = {}
+
+    def observe(self, table: dict[int, _procfs.Process]) -> None:
+        """Find the Ansible run this module belongs to: the topmost Ansible controller among its own ancestors."""
+        self.table = table
+        for pid, ticks in self.ancestors.items():  # from this process up to the root
+            process = table.get(pid) or _procfs.read_process(pid, self.request.proc)
+            if process is not None and process.start_ticks == ticks and \
+                    _presets.runs_program(process.argv, process.comm, ANSIBLE_CONTROLLERS):
+                self.ansible_run = process
+
+    def in_ansible_run(self, process: _procfs.Process, table: dict[int, _procfs.Process]) -> bool:
+        """Whether the process descends from this module's Ansible controller (a fork, a module, what they run)."""
+        controller = self.ansible_run
+        if controller is None:
+            return False
+        current: _procfs.Process | None = process
+        for _step in range(256):
+            if current is None or current.pid <= 1:
+                return False
+            if current.identity == controller.identity:
+                return True
+            parent = table.get(current.ppid)
+            current = parent if parent is not None else _procfs.read_process(current.ppid, self.request.proc)
+        return False
 
     def read_gpu_holders(self, table: dict[int, _procfs.Process], plan: Plan) -> None:
         facts_request = _gpu_facts.Request(nvidia_smi_path=self.request.nvidia_smi_path, backend="nvidia_smi",
@@ -148,36 +182,39 @@ class Selector:
                 where = ", ".join(map(str, holder.gpu_indexes)) or "devices " + ", ".join(holder.devices)
                 self.gpu_holders[holder.process.identity] = f"GPU holder ({'GPU ' + where if holder.gpu_indexes else where})"
 
-    def pattern_matches(self, table: dict[int, _procfs.Process]) -> dict[int, str]:
-        """pid -> rule for user patterns and clients, matched in a child with a deadline."""
-        lines = {pid: process.cmdline for pid, process in table.items()}
+    def pattern_matches(self, table: dict[int, _procfs.Process], notes: list[str] | None = None) -> dict[int, str]:
+        """pid -> rule for user patterns and clients, matched in a child with a budget per command line."""
         patterns = [("client", pattern) for pattern in self.request.clients] + \
                    [("pattern", pattern) for pattern in self.request.patterns]
         if not patterns:
             return {}
+        pids = sorted(table)
+        lines = [table[pid].cmdline[:MATCH_PREFIX_CHARS] for pid in pids]
 
-        def work() -> dict[str, str]:
-            compiled = [(kind, pattern, re.compile(pattern)) for kind, pattern in patterns]
-            found = {}
-            for pid, line in lines.items():
-                for kind, pattern, regex in compiled:
-                    if regex.search(line):
-                        found[str(pid)] = f"{kind} {pattern!r}"
-                        break
-            return found
+        def match(line: str) -> int:
+            compiled = [re.compile(pattern) for _kind, pattern in patterns]
+            return next((index for index, regex in enumerate(compiled) if regex.search(line)), -1)
         try:
-            found = _bounded.call(work, MATCH_TIMEOUT_S)
+            found, skipped = _bounded.map_each(match, lines, MATCH_BUDGET_PER_PROCESS_S, MATCH_TIMEOUT_S)
         except _bounded.TimeLimitExceeded:
             raise GpuOpsError(f"matching the patterns against {len(lines)} command lines took longer than "
                               f"{MATCH_TIMEOUT_S:g} s: a pattern with catastrophic backtracking? "
                               f"{', '.join(repr(pattern) for _kind, pattern in patterns)}") from None
-        return {int(pid): rule for pid, rule in found.items()}
+        for index in skipped:
+            note = (f"pid {pids[index]} not matched: the patterns took longer than {MATCH_BUDGET_PER_PROCESS_S:g} s "
+                    f"on its command line ({_printable(lines[index][:80])} ...)")
+            if notes is not None and note not in notes:
+                notes.append(note)
+        return {pids[index]: f"{patterns[which][0]} {patterns[which][1]!r}"
+                for index, which in enumerate(found) if which is not None and which >= 0}
 
     def protection(self, process: _procfs.Process) -> str | None:
         if process.pid == os.getpid():
             return "this module"
         if process.pid in self.ancestors and self.ancestors[process.pid] == process.start_ticks:
             return "an ancestor of this module (the Ansible process chain)"
+        if self.in_ansible_run(process, self.table):
+            return f"part of the Ansible run that started this module (below pid {self.ansible_run.pid})"
         if process.pid == 1:
             return "PID 1"
         if process.is_kernel_thread:
@@ -196,17 +233,32 @@ class Selector:
 
     def rule_for(self, process: _procfs.Process, pattern_rules: dict[int, str]) -> tuple[str, int] | None:
         pattern_rule = pattern_rules.get(process.pid)
-        bystander = _presets.is_bystander(process.argv, process.comm)
-        if pattern_rule and pattern_rule.startswith("client") and not bystander:
+        if pattern_rule and self.spared_from_patterns(process):
+            pattern_rule = None
+        if pattern_rule and pattern_rule.startswith("client"):
             return pattern_rule, CLIENT
         preset_rule = _presets.match_any(self.presets, process.argv, process.comm)
         if preset_rule:
             return preset_rule, ROOT
-        if pattern_rule and not bystander:
+        if pattern_rule:
             return pattern_rule, ROOT
         if process.identity in self.gpu_holders:
             return self.gpu_holders[process.identity], ROOT
         return None
+
+    @staticmethod
+    def spared_from_patterns(process: _procfs.Process) -> str | None:
+        """Why a pattern alone never selects this process: it only looks at servers, or it only runs a command."""
+        if _presets.is_bystander(process.argv, process.comm):
+            return f"a bystander ({_presets.own_program(process.argv) or process.comm} only looks at servers)"
+        if _presets.is_wrapper(process.argv, process.comm):
+            return (f"a wrapper ({_presets.own_program(process.argv) or process.comm} runs a command; "
+                    "what it runs is judged on its own)")
+        return None
+
+    @staticmethod
+    def is_bystander(process: _procfs.Process) -> bool:
+        return _presets.is_bystander(process.argv, process.comm)
 
 
 def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector) -> Plan:
@@ -214,20 +266,20 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
     result = Plan()
     if request.gpu_holders:
         selector.read_gpu_holders(table, result)
-    pattern_rules = selector.pattern_matches(table)
+    selector.observe(table)
+    pattern_rules = selector.pattern_matches(table, result.warnings)
     chosen: dict[int, Target] = {}
     for process in table.values():
         matched = selector.rule_for(process, pattern_rules)
         if matched is None:
+            _report_spared(process, pattern_rules, result, selector)
             continue
         _consider(process, matched[0], matched[1], chosen, result, selector)
 
     # Whole trees: descendants, and the members of process groups and sessions a target leads.
     for target in list(chosen.values()):
         leader = target.process.pid
-        members = _procfs.descendants([leader], table) | {
-            process.pid for process in table.values() if leader in (process.pgid, process.sid)}
-        for pid in sorted(members):
+        for pid in sorted(_tree_members(leader, table, selector)):
             if pid not in chosen:
                 phase = CLIENT if target.phase == CLIENT else MEMBER
                 _consider(table[pid], f"member of the tree of pid {leader} ({target.rule})", phase, chosen, result,
@@ -238,6 +290,46 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
             target.phase = MEMBER
     result.targets = sorted(chosen.values(), key=lambda target: (target.phase, target.process.pid))
     return result
+
+
+def _report_spared(process: _procfs.Process, pattern_rules: dict[int, str], result: Plan, selector: Selector) -> None:
+    """A process that a pattern matched but that no pattern may select is reported, with why."""
+    rule = pattern_rules.get(process.pid)
+    why = selector.spared_from_patterns(process) if rule else None
+    if rule and why and not any(entry[0].pid == process.pid for entry in result.protected):
+        result.protected.append((process, rule, selector.protection(process) or why))
+
+
+def _tree_members(leader: int, table: dict[int, _procfs.Process], selector: Selector) -> set[int]:
+    """Descendants and members of the groups and sessions the leader leads, without bystanders or what runs below them."""
+    children: dict[int, list[int]] = {}
+    for process in table.values():
+        children.setdefault(process.ppid, []).append(process.pid)
+    members: set[int] = set()
+    stack = [leader]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in members and child != leader and not selector.is_bystander(table[child]):
+                members.add(child)
+                stack.append(child)
+    for process in table.values():
+        if leader in (process.pgid, process.sid) and process.pid != leader and process.pid not in members and \
+                not _below_bystander(process, leader, table, selector):
+            members.add(process.pid)
+    return members
+
+
+def _below_bystander(process: _procfs.Process, leader: int, table: dict[int, _procfs.Process],
+                     selector: Selector) -> bool:
+    """Whether the process or one of its ancestors (up to the leader) is a bystander."""
+    current: _procfs.Process | None = process
+    for _step in range(len(table) + 1):
+        if current is None or current.pid == leader or current.pid <= 1:
+            return False
+        if selector.is_bystander(current):
+            return True
+        current = table.get(current.ppid)
+    return False
 
 
 def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int, Target], result: Plan,
@@ -257,6 +349,11 @@ def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int,
         result.out_of_scope.append((process, rule))
     else:
         chosen[process.pid] = Target(process, rule, phase)
+
+
+def _printable(text: str) -> str:
+    """Control characters (newlines included) escaped: a command line must not forge a line of the system log."""
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class Executor:
@@ -301,8 +398,8 @@ class Executor:
         target.signals.append(name)
         target.first_signal_at = target.first_signal_at or time.monotonic()
         process = target.process
-        self.log(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: sent {name} to pid {process.pid} "
-                 f"({process.cmdline[:200]}) started at tick {process.start_ticks}; rule: {target.rule}")
+        self.log(_printable(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: sent {name} to pid {process.pid} "
+                            f"({process.cmdline[:200]}) started at tick {process.start_ticks}; rule: {target.rule}"))
         if name != "SIGKILL" and _procfs.state_of(process.pid, self.request.proc) in ("T", "t"):
             self.send(target, "SIGCONT")
 
