@@ -32,7 +32,7 @@ KILL_WAIT_S = 30.0
 MATCH_TIMEOUT_S = 2.0
 # Each command line gets its own matching budget, and only its first characters are matched: one huge or
 # pathological command line costs at most this much and leaves that one process unmatched, not the whole call.
-MATCH_BUDGET_PER_PROCESS_S = 0.25
+MATCH_BUDGET_PER_PROCESS_S = 0.5
 MATCH_PREFIX_CHARS = 4096
 # The Ansible command-line programs whose run (with all its forks) is never a target on its own host.
 ANSIBLE_CONTROLLERS = frozenset({"ansible-playbook", "ansible", "ansible-pull", "ansible-console"})
