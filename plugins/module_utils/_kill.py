@@ -150,6 +150,7 @@ class Selector:
     def observe(self, table: dict[int, _procfs.Process]) -> None:
         """Find the Ansible run this module belongs to: the topmost Ansible controller among its own ancestors."""
         self.table = table
+        self.ansible_run = None
         for pid, ticks in self.ancestors.items():  # from this process up to the root
             process = table.get(pid) or _procfs.read_process(pid, self.request.proc)
             if process is not None and process.start_ticks == ticks and \

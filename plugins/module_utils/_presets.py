@@ -362,8 +362,13 @@ def _shell_commands(text: str) -> list[list[str]] | None:
     except ValueError:
         return None
     commands: list[list[str]] = [[]]
+    redirect_target = False
     for word in words:
-        if _SHELL_OPERATOR.match(word):
+        if redirect_target:  # the file or descriptor of a redirection (> log, 2>&1), not a command
+            redirect_target = False
+        elif _SHELL_OPERATOR.match(word) and ("<" in word or ">" in word):
+            redirect_target = True
+        elif _SHELL_OPERATOR.match(word):
             commands.append([])
         elif commands[-1] or not (word in _SHELL_PREFIXES or _ASSIGNMENT.match(word)):
             commands[-1].append(word)
