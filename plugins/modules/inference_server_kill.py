@@ -22,7 +22,7 @@ description:
     RV(protected).
   - A process in uninterruptible sleep that survives SIGKILL is reported as unkillable and the module returns; the
     whole call never takes longer than O(timeout).
-  - Every signal sent is written to the system log with the rule that selected the process, on one line: control
+  - Every signal sent is written to the system log with the rule that selected the process, on one line; control
     characters of a command line are written as escapes (C(\n), C(\x1b)).
 author:
   - Gpuops Hygiene Maintainers (@gpuops)

@@ -4,6 +4,7 @@ tests/integration/test_safety_target.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import time
@@ -134,18 +135,18 @@ def test_the_running_ansible_is_found_by_its_ancestry_not_by_a_name():
     assert not selector.in_ansible_run(table[61], table) and not selector.in_ansible_run(table[60], table)
     assert selector.protection(table[53]) == "part of the Ansible run that started this module (below pid 50)"
     # The same PID started at another time is another process.
-    impostor = _procfs.Process(**dict(controller.__dict__, start_ticks=999))
+    impostor = dataclasses.replace(controller, start_ticks=999)
     assert not selector.in_ansible_run(impostor, {50: impostor})
 
 
-def test_an_ancestor_named_ansible_playbook_is_the_controller(tmp_path):
+def test_an_ancestor_named_ansible_playbook_is_the_controller():
     """observe() takes the topmost Ansible program among this process's own ancestors, as /proc shows them."""
     selector = _kill.Selector(_kill.Request(patterns=("x",)))
     me = os.getpid()
     parent = _procfs.read_process(me).ppid
     fake = {me: _procfs.read_process(me),
-            parent: _procfs.Process(**dict(_procfs.read_process(parent).__dict__,
-                                           argv=("/usr/bin/python3", "/usr/bin/ansible-playbook", "x.yml")))}
+            parent: dataclasses.replace(_procfs.read_process(parent),
+                                        argv=("/usr/bin/python3", "/usr/bin/ansible-playbook", "x.yml"))}
     selector.observe(fake)
     assert selector.ansible_run is not None and selector.ansible_run.pid == parent
     selector.observe({})
