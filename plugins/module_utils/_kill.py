@@ -36,6 +36,8 @@ MATCH_BUDGET_PER_PROCESS_S = 0.5
 MATCH_PREFIX_CHARS = 4096
 # The Ansible command-line programs whose run (with all its forks) is never a target on its own host.
 ANSIBLE_CONTROLLERS = frozenset({"ansible-playbook", "ansible", "ansible-pull", "ansible-console"})
+# The per-connection process of OpenSSH's server (sshd-session since OpenSSH 9.8).
+SSH_SESSIONS = frozenset({"sshd", "sshd-session"})
 RESPAWN_WATCH_S = 3.0
 MAX_PATTERN_LENGTH = 1000
 # Programs that run or wrap a namespace (never a server, and stopping them stops a container).
@@ -148,14 +150,21 @@ class Selector:
         self.table: dict[int, _procfs.Process] = {}
 
     def observe(self, table: dict[int, _procfs.Process]) -> None:
-        """Find the Ansible run this module belongs to: the topmost Ansible controller among its own ancestors."""
+        """Find the Ansible run this module belongs to, among its own ancestors (each checked by start time): the
+        topmost Ansible controller; without one (the controller is on another machine), the SSH session it came
+        through, whose channels are the run's other modules on this host."""
         self.table = table
         self.ansible_run = None
+        session = None
         for pid, ticks in self.ancestors.items():  # from this process up to the root
             process = table.get(pid) or _procfs.read_process(pid, self.request.proc)
-            if process is not None and process.start_ticks == ticks and \
-                    _presets.runs_program(process.argv, process.comm, ANSIBLE_CONTROLLERS):
+            if process is None or process.start_ticks != ticks:
+                continue
+            if _presets.runs_program(process.argv, process.comm, ANSIBLE_CONTROLLERS):
                 self.ansible_run = process
+            elif session is None and process.comm in SSH_SESSIONS:
+                session = process
+        self.ansible_run = self.ansible_run or session
 
     def in_ansible_run(self, process: _procfs.Process, table: dict[int, _procfs.Process]) -> bool:
         """Whether the process descends from this module's Ansible controller (a fork, a module, what they run)."""
@@ -440,7 +449,7 @@ def stop_units(units: dict[str, list[Target]], executor: Executor, warnings: lis
         result = _subprocess.run([systemctl, "stop", unit], timeout=remaining)
         if result.ok:
             outcome[unit] = "stopped with systemctl stop"
-            executor.log(f"gpuops.hygiene.inference_server_kill: systemctl stop {unit}")
+            executor.log(_printable(f"gpuops.hygiene.inference_server_kill: systemctl stop {unit}"))
         else:
             outcome[unit] = f"systemctl stop failed ({result.rc}): {(result.stderr or result.stdout).strip()[:200]}"
             warnings.append(f"{unit}: {outcome[unit]}")

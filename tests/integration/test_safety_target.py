@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from gpusim import fleet, paths
+from gpusim import fleet, paths, ssh
 from gpusim.testing import COLLECTIONS, REPO, alive, processes, run_playbook, wait_for_gpu_holders, wait_until
 
 PLAYBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "playbooks")
@@ -185,6 +185,45 @@ def test_t04_a_pattern_reset_with_local_forks_spares_the_running_ansible(sim):
     assert any(reason.startswith("part of the Ansible run that started this module") for reason in reasons), reasons
     ansible_pids = set().union(*(pids_of(result["protected"]) for result in results))
     assert ansible_pids.isdisjoint(signalled(host))
+
+
+PLAY_T04_SSH = """- name: Reset over SSH with a pattern that matches the run's own modules
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Open the connection
+      ansible.builtin.ping:
+    - name: Stop servers
+      gpuops.hygiene.inference_server_kill:
+        patterns: ["{{ marker }}", "AnsiballZ_inference_server_kill"]
+        grace_period: 2
+        timeout: 20
+"""
+
+
+def test_t04_over_ssh_the_session_of_the_run_is_protected(sim, tmp_path):
+    """Five aliases of one host over one multiplexed SSH connection: the modules are channels of one sshd session."""
+    host = sim.host()
+    marker = "t04-ssh-reset"
+    server = sleeper(host, f"{marker}-server", "ignore-term")
+    aliases = [f"{host}-alias{index}" for index in range(5)]
+    ssh.enable_ssh(host)
+    variables = ssh.host_vars(host)
+    inventory = "all:\n  hosts:\n" + "".join(f"    {alias}: {json.dumps(variables)}\n" for alias in aliases)
+    play = tmp_path / "t04_ssh.yml"
+    play.write_text(PLAY_T04_SSH, encoding="utf-8")
+    control = tmp_path / "cp"
+    control.mkdir()
+    try:
+        run = run_playbook(str(play), inventory, {"marker": marker}, args=["-f", "5"],
+                           env={"ANSIBLE_PIPELINING": "False", "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control)})
+    finally:
+        ssh.stop_control_masters(str(control))
+    assert run.rc == 0 and "dead state" not in run.stdout + run.stderr, run.stdout + run.stderr
+    results = [run.result(KILL, alias) for alias in aliases]
+    assert set().union(*(pids_of(result["killed"]) for result in results)) == {server}
+    reasons = [entry["reason"] for result in results for entry in result["protected"]]
+    assert any(reason.startswith("part of the Ansible run that started this module") for reason in reasons), reasons
 
 
 # --- point 7: GPU monitors and daemons ---------------------------------------------------------------------

@@ -209,3 +209,24 @@ def test_a_protected_name_never_hides_memory_over_the_threshold():
     monitor = _gpu_facts.Holder(pid=10, process=proc(10, 1, "nvtop"), devices=["/dev/nvidia5"], protected=True)
     assert _gpu_facts._over_threshold(hog, request)  # pylint: disable=protected-access
     assert not _gpu_facts._over_threshold(monitor, request)  # pylint: disable=protected-access
+
+
+def test_without_a_controller_here_the_ssh_session_of_this_module_is_the_run():
+    """The controller is on another machine: the module's own sshd session (its channels) stands for the run."""
+    table = {process.pid: process for process in (
+        proc(10, 1, "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups", comm="sshd"),
+        proc(20, 10, "sshd: root [priv]", comm="sshd"),
+        proc(21, 20, "sshd: root@notty", comm="sshd"),
+        proc(22, 21, "/bin/sh -c '/usr/bin/python3 /root/.ansible/tmp/a/AnsiballZ_kill.py && sleep 0'"),
+        proc(23, 22, "/usr/bin/python3 /root/.ansible/tmp/a/AnsiballZ_kill.py"),
+        proc(24, 21, "/bin/sh -c '/usr/bin/python3 /root/.ansible/tmp/b/AnsiballZ_kill.py && sleep 0'"),  # a sibling
+        proc(30, 10, "sshd: alice [priv]", comm="sshd"),
+        proc(31, 30, "sshd: alice@pts/0", comm="sshd"),
+        proc(32, 31, "-bash", comm="bash"),
+        proc(33, 32, "python3 serve.py AnsiballZ_kill"),   # a user's process in another session
+    )}
+    selector = _kill.Selector(_kill.Request(patterns=("AnsiballZ",)))
+    selector.ancestors = {pid: table[pid].start_ticks for pid in (23, 22, 21, 20, 10)}
+    selector.observe(table)
+    assert selector.ansible_run.pid == 21
+    assert selector.in_ansible_run(table[24], table) and not selector.in_ansible_run(table[33], table)
