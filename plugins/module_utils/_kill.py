@@ -152,18 +152,23 @@ class Selector:
     def observe(self, table: dict[int, _procfs.Process]) -> None:
         """Find the Ansible run this module belongs to, among its own ancestors (each checked by start time): the
         topmost Ansible controller; without one (the controller is on another machine), the SSH session it came
-        through, whose channels are the run's other modules on this host."""
+        through when only wrappers (sh -c, sudo) stand between them, whose channels are the run's other modules."""
         self.table = table
         self.ansible_run = None
         session = None
-        for pid, ticks in self.ancestors.items():  # from this process up to the root
+        only_wrappers = True  # sh -c, sudo, su between this module and the session: how Ansible runs modules
+        for index, (pid, ticks) in enumerate(self.ancestors.items()):  # from this process up to the root
             process = table.get(pid) or _procfs.read_process(pid, self.request.proc)
             if process is None or process.start_ticks != ticks:
+                only_wrappers = False
                 continue
             if _presets.runs_program(process.argv, process.comm, ANSIBLE_CONTROLLERS):
                 self.ansible_run = process
             elif session is None and process.comm in SSH_SESSIONS:
-                session = process
+                session = process if only_wrappers else None
+                only_wrappers = False
+            elif index and not _presets.is_wrapper(process.argv, process.comm):
+                only_wrappers = False
         self.ansible_run = self.ansible_run or session
 
     def in_ansible_run(self, process: _procfs.Process, table: dict[int, _procfs.Process]) -> bool:

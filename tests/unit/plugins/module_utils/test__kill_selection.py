@@ -230,3 +230,8 @@ def test_without_a_controller_here_the_ssh_session_of_this_module_is_the_run():
     selector.observe(table)
     assert selector.ansible_run.pid == 21
     assert selector.in_ansible_run(table[24], table) and not selector.in_ansible_run(table[33], table)
+
+    # A process started from a terminal of an SSH login (a shell in between) does not make that login the run.
+    selector.ancestors = {pid: table[pid].start_ticks for pid in (33, 32, 31, 30, 10)}
+    selector.observe(table)
+    assert selector.ansible_run is None
