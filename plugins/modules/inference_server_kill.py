@@ -19,9 +19,8 @@ description:
     sshd session, C(sudo), C(pct exec)), the whole Ansible run this module belongs to when its controller
     (C(ansible-playbook) and the like) is one of those ancestors (its forks and everything they run), or else
     everything below the sshd session this module came through when only C(sh -c) or C(sudo) stand between them
-    (the run's other modules on this host), PID 1, kernel
-    threads, the init of a container, and protected GPU infrastructure (see O(protect)). Those are reported in
-    RV(protected).
+    (the run's other modules on this host), PID 1, kernel threads, the init of a container, and protected GPU
+    infrastructure (see O(protect)). Those are reported in RV(protected).
   - A process in uninterruptible sleep that survives SIGKILL is reported as unkillable and the module returns; the
     whole call never takes longer than O(timeout).
   - Every signal sent is written to the system log with the rule that selected the process, on one line; control
