@@ -95,3 +95,76 @@ def call(work: t.Callable[[], t.Any], timeout: float) -> t.Any:
     if "error" in answer:
         raise GpuOpsError(answer["error"])
     return answer["result"]
+
+
+def _serve_items(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], start: int, write_end: int) -> None:
+    """Child side of map_each: one JSON line per item, written as soon as it is done."""
+    status = 1
+    try:
+        for index in range(start, len(items)):
+            _write_all(write_end, json.dumps([index, work(items[index])]) + "\n")
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def map_each(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], item_timeout: float, timeout: float,
+             max_skipped: int = 8) -> tuple[list[t.Any], list[int]]:
+    """work(item) for every item, in forked children, each item with its own time limit.
+
+    An item that takes longer than item_timeout is skipped (its result is None and its index is returned), and
+    the work goes on with the next item in a fresh child. The whole map takes at most timeout plus item_timeout
+    per skipped item; more than max_skipped skipped items, or the deadline, raise TimeLimitExceeded.
+    """
+    results: list[t.Any] = [None] * len(items)
+    skipped: list[int] = []
+    deadline = time.monotonic() + max(timeout, 0.0)
+    done = 0
+    while done < len(items):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: leaves only through os._exit
+            os.close(read_end)
+            _serve_items(work, items, done, write_end)
+        os.close(write_end)
+        try:
+            done = _collect_items(pid, read_end, results, done, item_timeout, deadline)
+        finally:
+            os.close(read_end)
+            _reap(pid, REAP_AFTER_KILL_S)
+        if done < len(items):  # the child gave up on item `done`, or took too long with it
+            skipped.append(done)
+            done += 1
+            deadline += item_timeout
+            if len(skipped) > max_skipped:
+                raise TimeLimitExceeded(f"more than {max_skipped} items took longer than {item_timeout:g} s each")
+    return results, skipped
+
+
+def _collect_items(pid: int, read_end: int, results: list[t.Any], done: int, item_timeout: float,
+                   deadline: float) -> int:
+    """Read the child's lines until it finishes or stalls on an item; returns how many items are done."""
+    buffer = b""
+    item_deadline = time.monotonic() + item_timeout
+    while done < len(results):
+        now = time.monotonic()
+        if now >= deadline:
+            os.kill(pid, signal.SIGKILL)
+            raise TimeLimitExceeded("did not finish within the time limit")
+        if now >= item_deadline:
+            os.kill(pid, signal.SIGKILL)
+            return done
+        if not select.select([read_end], [], [], min(item_deadline, deadline) - now)[0]:
+            continue
+        chunk = os.read(read_end, 65536)
+        if not chunk:  # the child died on this item
+            return done
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            index, value = json.loads(line.decode("utf-8"))
+            results[index] = value
+            done = index + 1
+        if lines:
+            item_deadline = time.monotonic() + item_timeout
+    return done

@@ -17,26 +17,38 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _procfs, _settle, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _presets, _procfs, _settle, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 CLEAN = "clean"
 BUSY = "busy"
 UNKNOWN = "unknown"
 
-# GPU infrastructure that legitimately keeps /dev/nvidia* open; never a reason
-# for "busy", never a kill target.
+# GPU infrastructure and GPU monitors that legitimately keep /dev/nvidia* open: never a
+# kill target, and a holder of a device alone (no memory) never makes the verdict busy.
+# A name is something a user controls, so memory counts whoever holds it: a GPU over the
+# idle threshold is busy even when every holder on it has one of these names.
 DEFAULT_PROTECTED = (
     "nvidia-persistenced",
-    "nv-hostengine",
-    "dcgm-exporter",
+    "nv-hostengine",            # DCGM: https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html
+    "dcgm-exporter",            # https://github.com/NVIDIA/dcgm-exporter
+    "dcgmi",
     "nv-fabricmanager",
     "nvidia-fabricmanager",
     "nvidia-cuda-mps-control",
+    "nvidia-powerd",            # https://docs.nvidia.com/datacenter/tesla/driver-installation-guide (nvidia-powerd.service)
+    "nvidia-imex",              # https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/
+    "nvidia-imex-ctl",
+    "nvidia-gridd",             # https://docs.nvidia.com/vgpu/latest/grid-licensing-user-guide/
+    "nvidia-device-plugin",     # https://github.com/NVIDIA/k8s-device-plugin (cmd/nvidia-device-plugin)
+    "gpu-feature-discovery",    # https://github.com/NVIDIA/k8s-device-plugin (cmd/gpu-feature-discovery)
     "Xorg",
     "Xwayland",
     "sshd",
     "nvidia-smi",
+    "nvtop",                    # https://github.com/Syllo/nvtop
+    "nvitop",                   # https://github.com/XuehaiPan/nvitop (a Python console script)
+    "gpustat",                  # https://github.com/wookayin/gpustat (a Python console script)
 )
 BACKENDS = ("auto", "nvidia_smi", "nvml")
 DRIVER_GPUS_DIR = "/proc/driver/nvidia/gpus"
@@ -101,8 +113,8 @@ def validate_vmid(value: str) -> str:
 
 
 def is_protected(process: _procfs.Process, names: frozenset[str]) -> bool:
-    """Protected by name: the program name, or the kernel's 15-character comm."""
-    if process.name in names:
+    """Protected by name: the program name, the script a Python interpreter runs (nvitop, gpustat), or the comm."""
+    if process.name in names or _presets.own_program(process.argv) in names:
         return True
     return any(len(name) > 15 and process.comm == name[:15] for name in names) or process.comm in names
 
@@ -404,7 +416,7 @@ def collect(request: Request) -> dict[str, t.Any]:
 
     for holder in sorted(holders.values(), key=lambda holder: holder.pid):
         shared = sorted(in_scope_indexes & set(holder.used_mib))
-        if holder.protected or (holder.used_mib and not shared):
+        if (holder.protected and not _over_threshold(holder, request)) or (holder.used_mib and not shared):
             continue
         if request.container is not None and not holder.in_scope:
             if shared:
@@ -441,6 +453,11 @@ def collect(request: Request) -> dict[str, t.Any]:
         "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
         "elapsed_s": round(time.monotonic() - started, 3),
     }
+
+
+def _over_threshold(holder: Holder, request: Request) -> bool:
+    """A protected name spares a holder of devices, never one the driver lists with memory over the threshold."""
+    return holder.listed_by_driver and any(mib > request.idle_threshold_mib for mib in holder.used_mib.values())
 
 
 def _span(numbers: list[int]) -> str:

@@ -30,6 +30,14 @@ DEFAULT_GRACE_S = 10.0
 CLIENT_GRACE_S = 5.0
 KILL_WAIT_S = 30.0
 MATCH_TIMEOUT_S = 2.0
+# Each command line gets its own matching budget, and only its first characters are matched: one huge or
+# pathological command line costs at most this much and leaves that one process unmatched, not the whole call.
+MATCH_BUDGET_PER_PROCESS_S = 0.5
+MATCH_PREFIX_CHARS = 4096
+# The Ansible command-line programs whose run (with all its forks) is never a target on its own host.
+ANSIBLE_CONTROLLERS = frozenset({"ansible-playbook", "ansible", "ansible-pull", "ansible-console"})
+# The per-connection process of OpenSSH's server (sshd-session since OpenSSH 9.8).
+SSH_SESSIONS = frozenset({"sshd", "sshd-session"})
 RESPAWN_WATCH_S = 3.0
 # Re-scans of trees that still grow at the end of the grace period, once their processes are stopped (SIGSTOP).
 GROWTH_ROUNDS = 10
@@ -44,6 +52,8 @@ NAMESPACE_INITS = frozenset({"init", "systemd", "openrc-init", "runit", "s6-svsc
 SUPERVISORS = frozenset({"supervisord", "runsv", "s6-supervise", "circusd", "monit"})
 
 CLIENT, ROOT, MEMBER = 0, 1, 2
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @dataclass
@@ -147,6 +157,45 @@ class Selector:
         self.protected_names = frozenset(_gpu_facts.DEFAULT_PROTECTED) | frozenset(request.protect)
         self.ancestors = _procfs.self_and_ancestors(request.proc)
         self.gpu_holders: dict[tuple[int, int], str] = {}
+        self.ansible_run: _procfs.Process | None = None
+        self.table: dict[int, _procfs.Process] = {}
+
+    def observe(self, table: dict[int, _procfs.Process]) -> None:
+        """Find the Ansible run this module belongs to, among its own ancestors (each checked by start time): the
+        topmost Ansible controller; without one (the controller is on another machine), the SSH session it came
+        through when only wrappers (sh -c, sudo) stand between them, whose channels are the run's other modules."""
+        self.table = table
+        self.ansible_run = None
+        session = None
+        only_wrappers = True  # sh -c, sudo, su between this module and the session: how Ansible runs modules
+        for index, (pid, ticks) in enumerate(self.ancestors.items()):  # from this process up to the root
+            process = table.get(pid) or _procfs.read_process(pid, self.request.proc)
+            if process is None or process.start_ticks != ticks:
+                only_wrappers = False
+                continue
+            if _presets.runs_program(process.argv, process.comm, ANSIBLE_CONTROLLERS):
+                self.ansible_run = process
+            elif session is None and process.comm in SSH_SESSIONS:
+                session = process if only_wrappers else None
+                only_wrappers = False
+            elif index and not _presets.is_wrapper(process.argv, process.comm):
+                only_wrappers = False
+        self.ansible_run = self.ansible_run or session
+
+    def in_ansible_run(self, process: _procfs.Process, table: dict[int, _procfs.Process]) -> bool:
+        """Whether the process descends from this module's Ansible controller (a fork, a module, what they run)."""
+        controller = self.ansible_run
+        if controller is None:
+            return False
+        current: _procfs.Process | None = process
+        for _step in range(256):
+            if current is None or current.pid <= 1:
+                return False
+            if current.identity == controller.identity:
+                return True
+            parent = table.get(current.ppid)
+            current = parent if parent is not None else _procfs.read_process(current.ppid, self.request.proc)
+        return False
 
     def read_gpu_holders(self, table: dict[int, _procfs.Process], plan: Plan) -> None:
         facts_request = _gpu_facts.Request(nvidia_smi_path=self.request.nvidia_smi_path, backend="nvidia_smi",
@@ -159,30 +208,31 @@ class Selector:
                 where = ", ".join(map(str, holder.gpu_indexes)) or "devices " + ", ".join(holder.devices)
                 self.gpu_holders[holder.process.identity] = f"GPU holder ({'GPU ' + where if holder.gpu_indexes else where})"
 
-    def pattern_matches(self, table: dict[int, _procfs.Process]) -> dict[int, str]:
-        """pid -> rule for user patterns and clients, matched in a child with a deadline."""
-        lines = {pid: process.cmdline for pid, process in table.items()}
+    def pattern_matches(self, table: dict[int, _procfs.Process], notes: list[str] | None = None) -> dict[int, str]:
+        """pid -> rule for user patterns and clients, matched in a child with a budget per command line."""
         patterns = [("client", pattern) for pattern in self.request.clients] + \
                    [("pattern", pattern) for pattern in self.request.patterns]
         if not patterns:
             return {}
+        pids = sorted(table)
+        lines = [table[pid].cmdline[:MATCH_PREFIX_CHARS] for pid in pids]
 
-        def work() -> dict[str, str]:
-            compiled = [(kind, pattern, re.compile(pattern)) for kind, pattern in patterns]
-            found = {}
-            for pid, line in lines.items():
-                for kind, pattern, regex in compiled:
-                    if regex.search(line):
-                        found[str(pid)] = f"{kind} {pattern!r}"
-                        break
-            return found
+        def match(line: str) -> int:
+            compiled = [re.compile(pattern) for _kind, pattern in patterns]
+            return next((index for index, regex in enumerate(compiled) if regex.search(line)), -1)
         try:
-            found = _bounded.call(work, MATCH_TIMEOUT_S)
+            found, skipped = _bounded.map_each(match, lines, MATCH_BUDGET_PER_PROCESS_S, MATCH_TIMEOUT_S)
         except _bounded.TimeLimitExceeded:
             raise GpuOpsError(f"matching the patterns against {len(lines)} command lines took longer than "
                               f"{MATCH_TIMEOUT_S:g} s: a pattern with catastrophic backtracking? "
                               f"{', '.join(repr(pattern) for _kind, pattern in patterns)}") from None
-        return {int(pid): rule for pid, rule in found.items()}
+        for index in skipped:
+            note = (f"pid {pids[index]} not matched: the patterns took longer than {MATCH_BUDGET_PER_PROCESS_S:g} s "
+                    f"on its command line ({_printable(lines[index][:80])} ...)")
+            if notes is not None and note not in notes:
+                notes.append(note)
+        return {pids[index]: f"{patterns[which][0]} {patterns[which][1]!r}"
+                for index, which in enumerate(found) if which is not None and which >= 0}
 
     def protection(self, process: _procfs.Process, member: bool = False) -> str | None:
         """Why a process must never be signalled (None: it may be). member: reached only through a target's tree."""
@@ -190,6 +240,8 @@ class Selector:
             return "this module"
         if process.pid in self.ancestors and self.ancestors[process.pid] == process.start_ticks:
             return "an ancestor of this module (the Ansible process chain)"
+        if self.in_ansible_run(process, self.table):
+            return f"part of the Ansible run that started this module (below pid {self.ansible_run.pid})"
         if process.pid == 1:
             return ("PID 1 of this PID namespace: the kernel discards SIGKILL sent to it from inside, and its end "
                     "would end every process here, this module included; stop it from the parent namespace")
@@ -214,17 +266,32 @@ class Selector:
 
     def rule_for(self, process: _procfs.Process, pattern_rules: dict[int, str]) -> tuple[str, int] | None:
         pattern_rule = pattern_rules.get(process.pid)
-        bystander = _presets.is_bystander(process.argv, process.comm)
-        if pattern_rule and pattern_rule.startswith("client") and not bystander:
+        if pattern_rule and self.spared_from_patterns(process):
+            pattern_rule = None
+        if pattern_rule and pattern_rule.startswith("client"):
             return pattern_rule, CLIENT
         preset_rule = _presets.match_any(self.presets, process.argv, process.comm)
         if preset_rule:
             return preset_rule, ROOT
-        if pattern_rule and not bystander:
+        if pattern_rule:
             return pattern_rule, ROOT
         if process.identity in self.gpu_holders:
             return self.gpu_holders[process.identity], ROOT
         return None
+
+    @staticmethod
+    def spared_from_patterns(process: _procfs.Process) -> str | None:
+        """Why a pattern alone never selects this process: it only looks at servers, or it only runs a command."""
+        if _presets.is_bystander(process.argv, process.comm):
+            return f"a bystander ({_presets.own_program(process.argv) or process.comm} only looks at servers)"
+        if _presets.is_wrapper(process.argv, process.comm):
+            return (f"a wrapper ({_presets.own_program(process.argv) or process.comm} runs a command; "
+                    "what it runs is judged on its own)")
+        return None
+
+    @staticmethod
+    def is_bystander(process: _procfs.Process) -> bool:
+        return _presets.is_bystander(process.argv, process.comm)
 
 
 def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector) -> Plan:
@@ -232,11 +299,13 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
     result = Plan()
     if request.gpu_holders:
         selector.read_gpu_holders(table, result)
-    pattern_rules = selector.pattern_matches(table)
+    selector.observe(table)
+    pattern_rules = selector.pattern_matches(table, result.warnings)
     chosen: dict[int, Target] = {}
     for process in table.values():
         matched = selector.rule_for(process, pattern_rules)
         if matched is None:
+            _report_spared(process, pattern_rules, result, selector)
             continue
         _consider(process, matched[0], matched[1], chosen, result, selector)
 
@@ -244,8 +313,7 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
     holds = _PidHolders(request.proc)
     for target in list(chosen.values()):
         leader = target.process.pid
-        members = _tree_members(target.process, table, holds)
-        for pid in sorted(members):
+        for pid in sorted(_tree_members(target.process, table, holds, selector)):
             if pid not in chosen:
                 phase = CLIENT if target.phase == CLIENT else MEMBER
                 _consider(table[pid], f"member of the tree of pid {leader} ({target.rule})", phase, chosen, result,
@@ -272,9 +340,18 @@ class _PidHolders:
         return self.known[process.pid]
 
 
+def _report_spared(process: _procfs.Process, pattern_rules: dict[int, str], result: Plan, selector: Selector) -> None:
+    """A process that a pattern matched but that no pattern may select is reported, with why."""
+    rule = pattern_rules.get(process.pid)
+    why = selector.spared_from_patterns(process) if rule else None
+    if rule and why and not any(entry[0].pid == process.pid for entry in result.protected):
+        result.protected.append((process, rule, selector.protection(process) or why))
+
+
 def _tree_members(leader: _procfs.Process, table: dict[int, _procfs.Process],
-                  holds: t.Callable[[_procfs.Process], bool]) -> set[int]:
-    """Descendants of the leader and members of the group and session it leads, by identity, not by number.
+                  holds: t.Callable[[_procfs.Process], bool], selector: Selector) -> set[int]:
+    """Descendants of the leader and members of the group and session it leads, by identity, not by number,
+    without bystanders or what runs below them.
 
     A link (PPID, PGID or SID equal to a PID) counts only when that process still holds its PID after the
     snapshot and the member started no earlier than it: then the PID was its own while the member's record
@@ -290,13 +367,28 @@ def _tree_members(leader: _procfs.Process, table: dict[int, _procfs.Process],
         if not holds(parent):
             continue
         for child in children.get(parent.pid, ()):
-            if child.pid not in found and child.pid != leader.pid and child.start_ticks >= parent.start_ticks:
+            if child.pid not in found and child.pid != leader.pid and child.start_ticks >= parent.start_ticks \
+                    and not selector.is_bystander(child):
                 found.add(child.pid)
                 stack.append(child)
     if holds(leader):
         found |= {process.pid for process in table.values() if process.pid != leader.pid
-                  and leader.pid in (process.pgid, process.sid) and process.start_ticks >= leader.start_ticks}
+                  and leader.pid in (process.pgid, process.sid) and process.start_ticks >= leader.start_ticks
+                  and not _below_bystander(process, leader.pid, table, selector)}
     return found
+
+
+def _below_bystander(process: _procfs.Process, leader: int, table: dict[int, _procfs.Process],
+                     selector: Selector) -> bool:
+    """Whether the process or one of its ancestors (up to the leader) is a bystander."""
+    current: _procfs.Process | None = process
+    for _step in range(len(table) + 1):
+        if current is None or current.pid == leader or current.pid <= 1:
+            return False
+        if selector.is_bystander(current):
+            return True
+        current = table.get(current.ppid)
+    return False
 
 
 def _note_unhandled_init_signals(request: Request, result: Plan) -> None:
@@ -327,6 +419,11 @@ def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int,
         result.out_of_scope.append((process, rule))
     else:
         chosen[process.pid] = Target(process, rule, phase)
+
+
+def _printable(text: str) -> str:
+    """Control characters (newlines included) escaped: a command line must not forge a line of the system log."""
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class Executor:
@@ -396,8 +493,8 @@ class Executor:
         target.signals.append(name)
         target.first_signal_at = target.first_signal_at or time.monotonic()
         process = target.process
-        self.log(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: sent {name} to pid {process.pid} "
-                 f"({process.cmdline[:200]}) started at tick {process.start_ticks}; rule: {target.rule}")
+        self.log(_printable(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: sent {name} to pid {process.pid} "
+                            f"({process.cmdline[:200]}) started at tick {process.start_ticks}; rule: {target.rule}"))
         if name not in ("SIGKILL", "SIGSTOP") and _procfs.state_of(process.pid, self.request.proc) in ("T", "t"):
             self.send(target, "SIGCONT")
 
@@ -506,7 +603,7 @@ def stop_units(units: dict[_procfs.ServiceUnit, list[Target]], executor: Executo
         result = _subprocess.run([systemctl, "stop", unit.name], timeout=remaining)
         if result.ok:
             outcome[unit] = "stopped with systemctl stop"
-            executor.log(f"gpuops.hygiene.inference_server_kill: systemctl stop {unit.name}")
+            executor.log(_printable(f"gpuops.hygiene.inference_server_kill: systemctl stop {unit.name}"))
         else:
             outcome[unit] = f"systemctl stop failed ({result.rc}): {(result.stderr or result.stdout).strip()[:200]}"
             warnings.append(f"{unit.name}: {outcome[unit]}")
@@ -695,8 +792,9 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
         if process.identity in known or (pid in table and table[pid].identity == process.identity):
             continue
         parent = parents.get(process.ppid)
-        in_tree = (parent is not None and process.start_ticks >= parent) or \
-            (process.pgid in groups and process.pgid != pid) or (process.sid in sessions and process.sid != pid)
+        in_tree = ((parent is not None and process.start_ticks >= parent) or
+                   (process.pgid in groups and process.pgid != pid) or (process.sid in sessions and process.sid != pid)) \
+            and not selector.is_bystander(process)
         rule = selector.rule_for(process, pattern_rules)
         if not in_tree and rule is None:
             continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import typing as t
 from dataclasses import dataclass
 
@@ -23,13 +24,40 @@ _PYTHON = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?[a-z]?$")
 _PYTHON_OPTIONS_WITH_VALUE = frozenset({"-X", "-W", "--check-hash-based-pycs"})
 
 # Programs that only look at servers (or hold them in a terminal): a user pattern that
-# matches their command line must not make them targets.
+# matches their command line must not make them targets, and what runs below them is no
+# member of a server's tree. Matched against what the program is (its script when an
+# interpreter runs one, and the kernel's comm, cut to 15 characters), not argv[0] alone.
 BYSTANDERS = frozenset({
     "tail", "less", "more", "most", "cat", "head", "vi", "vim", "nvim", "view", "nano", "emacs", "code",
     "grep", "egrep", "fgrep", "rg", "ag", "ack", "pgrep", "pkill", "ps", "top", "htop", "btop", "watch",
     "tmux", "tmux: server", "tmux: client", "screen", "SCREEN", "journalctl", "man", "ssh", "scp", "rsync",
-    "ansible", "ansible-playbook", "ansible-pull", "nvtop", "nvitop", "gpustat",
+    "ansible", "ansible-playbook", "ansible-pull", "ansible-console", "ansible-inventory", "ansible-doc",
+    "nvtop", "nvitop", "gpustat", "nvidia-smi", "dcgmi", "lsof", "fuser", "pstree", "strace", "ltrace", "gdb",
+    "tee", "awk", "sed", "multitail", "lnav", "glances",
 })
+# Programs that run another command (or a shell string) and wait for it: never a server
+# themselves. Their own options: those that take a separate value, and how many operands
+# come before the command (timeout DURATION, taskset MASK, flock FILE, chrt PRIORITY).
+# Sources: the synopsis in each program's man page (sudo(8), su(1), runuser(1), timeout(1),
+# nice(1), ionice(1), chrt(1), taskset(1), env(1), stdbuf(1), setsid(1), watch(1), flock(1),
+# nohup(1), numactl(8), time(1), xargs(1)).
+_WRAPPERS: dict[str, tuple[str, int]] = {
+    "sudo": ("ugpCDrtUTRh", 0), "doas": ("uC", 0), "su": ("cgGsw", 0), "runuser": ("ucgGsw", 0),
+    "timeout": ("sk", 1), "nice": ("n", 0), "ionice": ("cnpu", 0), "chrt": ("", 1), "taskset": ("", 1),
+    "env": ("uCS", 0), "stdbuf": ("ioe", 0), "setsid": ("", 0), "watch": ("ndq", 0), "flock": ("wE", 1),
+    "nohup": ("", 0), "numactl": ("CNmpilP", 0), "time": ("fo", 0), "xargs": ("IdEeLlnPsa", 0),
+    "script": ("cEBIOTt", 0), "unbuffer": ("", 0), "caffeinate": ("", 0), "systemd-inhibit": ("", 0),
+}
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "-sh", "-bash", "-zsh", "-dash"})
+_SCRIPT_INTERPRETERS = re.compile(r"^(?:perl|ruby|node|nodejs|lua|php|Rscript)(?:[\d.]*)$")
+# Shell words that prefix a command, and commands that start no program worth judging.
+_SHELL_PREFIXES = frozenset({"if", "then", "else", "elif", "while", "until", "do", "{", "!", "exec", "command",
+                             "builtin", "time", "nohup"})
+_SHELL_HARMLESS = frozenset({"fi", "done", "}", "true", "false", ":", "sleep", "echo", "printf", "cd", "export", "set",
+                             "read", "clear", "date", "exit", "wait", "test", "["})
+_SHELL_OPERATOR = re.compile(r"^[;&|()<>]+$")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_MAX_DEPTH = 8
 
 
 @dataclass(frozen=True)
@@ -216,6 +244,136 @@ def match_any(presets: t.Iterable[Preset], argv: t.Sequence[str], comm: str) -> 
     return None
 
 
+def _comm_in(comm: str, names: t.AbstractSet[str]) -> bool:
+    """The kernel keeps 15 characters of a program name (ansible-playbook shows as ansible-playboo)."""
+    return comm in names or (len(comm) == 15 and any(len(name) > 15 and name.startswith(comm) for name in names))
+
+
+def own_program(argv: t.Sequence[str]) -> str:
+    """What a command line runs: an interpreter's script (or Python module), else argv[0]'s basename."""
+    if not argv:
+        return ""
+    program = os.path.basename(argv[0])
+    if _PYTHON.match(program):
+        launch = parse_launch(argv)
+        return launch.script or launch.python_module or program
+    inline = _shell_string(argv) is not None if program in _SHELLS else bool({"-e", "-E"} & set(argv[1:]))
+    if (program in _SHELLS or _SCRIPT_INTERPRETERS.match(program)) and not inline:
+        script = next((arg for arg in argv[1:] if not arg.startswith(("-", "+"))), None)
+        if script is not None:
+            return os.path.basename(script)
+    return program
+
+
+def runs_program(argv: t.Sequence[str], comm: str, names: t.AbstractSet[str]) -> bool:
+    """Whether the process is one of these programs, by its command line or by the kernel's comm."""
+    return own_program(argv) in names or _comm_in(comm, names)
+
+
+def is_wrapper(argv: t.Sequence[str], comm: str) -> bool:
+    """A program that runs another command and waits for it (sudo, timeout, sh -c, watch, ...)."""
+    program = os.path.basename(argv[0]) if argv else ""
+    return program in _WRAPPERS or _comm_in(comm, frozenset(_WRAPPERS)) or \
+        (program in _SHELLS and _shell_string(argv) is not None)
+
+
 def is_bystander(argv: t.Sequence[str], comm: str) -> bool:
-    program = os.path.basename(argv[0]) if argv else comm
-    return program in BYSTANDERS or comm in BYSTANDERS
+    """A program that only looks at servers, an interactive shell, or a wrapper that runs only such programs."""
+    if _comm_in(comm, BYSTANDERS):
+        return True
+    return _viewer_only(argv, 0)
+
+
+def _viewer_only(argv: t.Sequence[str], depth: int) -> bool:
+    if depth > _MAX_DEPTH or not argv:
+        return False
+    program = os.path.basename(argv[0])
+    if own_program(argv) in BYSTANDERS:
+        return True
+    if program in _SHELLS:
+        text = _shell_string(argv)
+        if text is None:
+            return own_program(argv) == program  # no script and no -c: a terminal's shell
+        commands = _shell_commands(text)
+        return bool(commands) and all(_viewer_only(command, depth + 1) for command in commands)
+    if program == "watch":
+        inner = _wrapped_command(argv)
+        commands = _shell_commands(" ".join(inner)) if inner else None
+        return bool(commands) and all(_viewer_only(command, depth + 1) for command in commands or ())
+    if program in _WRAPPERS:
+        string = _option_value(argv, "-c") if program in ("su", "runuser", "script", "flock") else None
+        inner = _wrapped_command(argv)
+        if program in ("su", "runuser") and string is None and "-u" not in argv[1:]:
+            return True  # su - user: a terminal's shell
+        if not inner and string is None:
+            return program in ("sudo", "doas")  # sudo -i, sudo -s: a terminal's shell
+        commands = _shell_commands(string) if string is not None else [inner]
+        return bool(commands) and all(_viewer_only(command, depth + 1) for command in commands or ())
+    return False
+
+
+def _shell_string(argv: t.Sequence[str]) -> str | None:
+    """The command string of `sh -c STRING` (also with options before -c, such as bash -lc)."""
+    for index, arg in enumerate(argv[1:], 1):
+        if not arg.startswith("-"):
+            return None
+        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:] and index + 1 < len(argv):
+            return argv[index + 1]
+    return None
+
+
+def _option_value(argv: t.Sequence[str], option: str) -> str | None:
+    for index, arg in enumerate(argv[1:], 1):
+        if arg == option and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith("--command="):
+            return arg.partition("=")[2]
+    return None
+
+
+def _wrapped_command(argv: t.Sequence[str]) -> list[str]:
+    """The command a wrapper runs: after its options, their values and its leading operands."""
+    with_value, operands = _WRAPPERS.get(os.path.basename(argv[0]), ("", 0))
+    index = 1
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "--":
+            index += 1
+            break
+        if arg.startswith("--") or (arg.startswith("-") and len(arg) > 1):
+            short = arg[1:] if not arg.startswith("--") else ""
+            # -u root, -uroot, -nu root: the value is the rest of the word or the next word.
+            takes = next((position for position, letter in enumerate(short) if letter in with_value), None)
+            index += 2 if takes is not None and takes == len(short) - 1 else 1
+            continue
+        if _ASSIGNMENT.match(arg):
+            index += 1
+            continue
+        break
+    return list(argv[index + operands:])
+
+
+def _shell_commands(text: str) -> list[list[str]] | None:
+    """The simple commands of a shell string that start a program, or None if the string is not plainly readable."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:
+        return None
+    commands: list[list[str]] = [[]]
+    redirect_target = False
+    for word in words:
+        if redirect_target:  # the file or descriptor of a redirection (> log, 2>&1), not a command
+            redirect_target = False
+        elif _SHELL_OPERATOR.match(word) and ("<" in word or ">" in word):
+            redirect_target = True
+        elif _SHELL_OPERATOR.match(word):
+            commands.append([])
+        elif commands[-1] or not (word in _SHELL_PREFIXES or _ASSIGNMENT.match(word)):
+            commands[-1].append(word)
+    found = [command for command in commands if command and command[0] not in _SHELL_HARMLESS]
+    if any(command[0] in ("for", "case", "select", "function") or "$" in command[0] or "`" in command[0]
+           for command in found):
+        return None
+    return found

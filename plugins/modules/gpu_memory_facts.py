@@ -102,9 +102,13 @@ options:
   protect:
     description:
       - More process names to treat as GPU infrastructure, in addition to the built-in list
-        (C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter), C(nv-fabricmanager), C(nvidia-fabricmanager),
-        C(nvidia-cuda-mps-control), C(Xorg), C(Xwayland), C(sshd), C(nvidia-smi)).
-      - A protected process never makes the host busy by holding a device open; its memory still counts.
+        (C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter), C(dcgmi), C(nv-fabricmanager),
+        C(nvidia-fabricmanager), C(nvidia-cuda-mps-control), C(nvidia-powerd), C(nvidia-imex), C(nvidia-imex-ctl),
+        C(nvidia-gridd), C(nvidia-device-plugin), C(gpu-feature-discovery), C(Xorg), C(Xwayland), C(sshd),
+        C(nvidia-smi), C(nvtop), C(nvitop), C(gpustat)).
+        A name matches the program, the script a Python interpreter runs, or the kernel's 15-character comm.
+      - A protected process never makes the host busy by holding a device open; its memory still counts, and one the
+        driver lists with more than O(idle_threshold_mib) on a GPU makes the host busy whatever its name.
     type: list
     elements: str
     default: []

@@ -23,14 +23,18 @@ description:
   - A process whose main thread has exited while other threads run is seen through those threads (command line,
     state) and stopped like any other.
   - Never signalled, even when a rule matches them - this module and its ancestors (the Ansible process chain, an
-    sshd session, C(sudo), C(pct exec)), PID 1 of the module's own PID namespace, kernel threads (by their kernel
+    sshd session, C(sudo), C(pct exec)), the whole Ansible run this module belongs to when its controller
+    (C(ansible-playbook) and the like) is one of those ancestors (its forks and everything they run), or else
+    everything below the sshd session this module came through when only C(sh -c) or C(sudo) stand between them
+    (the run's other modules on this host), PID 1 of the module's own PID namespace, kernel threads (by their kernel
     flag), the init of a container (C(systemd), C(tini), LXC C(init), ...) and protected GPU infrastructure (see
     O(protect)). Those are reported in RV(protected) with the reason. A server that is PID 1 of its container
     (C(docker run vllm/vllm-openai)) is stopped when a rule matches it; the kernel delivers a signal other than
     SIGKILL to it only when it handles that signal, so RV(notes) says when it will only stop with SIGKILL.
   - A process in uninterruptible sleep that survives SIGKILL is reported as unkillable and the module returns; the
     whole call never takes longer than O(timeout).
-  - Every signal sent is written to the system log with the rule that selected the process.
+  - Every signal sent is written to the system log with the rule that selected the process, on one line; control
+    characters of a command line are written as escapes (C(\n), C(\x1b)).
 author:
   - Gpuops Hygiene Maintainers (@gpuops)
 attributes:
@@ -58,10 +62,16 @@ options:
   patterns:
     description:
       - Regular expressions (Python syntax) matched against full command lines, for servers no preset knows.
-      - Programs that only look at servers (C(tail), C(less), editors, C(grep), C(ps), C(tmux), C(ansible-playbook), ...)
-        are never selected by a pattern.
-      - An invalid expression fails the task, naming it, before anything is signalled. Matching runs with a deadline, so a
-        pattern with catastrophic backtracking fails the task instead of hanging it.
+      - Programs that only look at servers (C(tail), C(less), editors, C(grep), C(ps), C(tmux), C(ansible-playbook),
+        GPU monitors, ...) are never selected by a pattern, judged by what the program is (the script an interpreter
+        runs, the kernel's comm), not by C(argv[0]) alone; nor is a wrapper (C(sudo), C(su), C(runuser), C(timeout),
+        C(nice), C(env), C(watch), C(sh -c), ...), whose command is judged on its own. Both are listed in
+        RV(protected) with the reason. What runs below such a program is no member of a target's tree.
+      - Only the first 4096 characters of each command line are matched.
+      - An invalid expression fails the task, naming it, before anything is signalled. Each command line has a
+        matching budget of 0.5 s; a process whose line exceeds it is left alone and named in RV(notes). When more than
+        eight lines exceed it, or the whole match takes longer than 2 s plus those budgets, the task fails before
+        anything is signalled.
     type: list
     elements: str
     default: []
@@ -74,7 +84,8 @@ options:
     default: []
   gpu_holders:
     description:
-      - Also stop every process that holds GPU memory or has a C(/dev/nvidia*) device open, except protected ones.
+      - Also stop every process that holds GPU memory or has a C(/dev/nvidia*) device open, except protected ones
+        (O(protect)). A protected process that holds memory is spared too, and the host stays busy.
     type: bool
     default: false
   container:
@@ -93,9 +104,12 @@ options:
     default: true
   protect:
     description:
-      - More process names never to signal, in addition to the built-in list (C(nvidia-persistenced), C(nv-hostengine),
-        C(dcgm-exporter), C(nv-fabricmanager), C(nvidia-fabricmanager), C(nvidia-cuda-mps-control), C(Xorg),
-        C(Xwayland), C(sshd), C(nvidia-smi)).
+      - More process names never to signal, in addition to the built-in list of GPU infrastructure and monitors
+        (C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter), C(dcgmi), C(nv-fabricmanager),
+        C(nvidia-fabricmanager), C(nvidia-cuda-mps-control), C(nvidia-powerd), C(nvidia-imex), C(nvidia-imex-ctl),
+        C(nvidia-gridd), C(nvidia-device-plugin), C(gpu-feature-discovery), C(Xorg), C(Xwayland), C(sshd),
+        C(nvidia-smi), C(nvtop), C(nvitop), C(gpustat)). A name matches the program, the script a Python interpreter runs, or the kernel's
+        15-character comm.
     type: list
     elements: str
     default: []

@@ -278,9 +278,11 @@ def test_inference_server_kill_refuses_bad_input_before_anything_even_outside_ch
 
 
 @pytest.fixture
-def catastrophic_victim():
-    """A process whose command line makes (a+)+$ backtrack for far longer than the matcher's deadline."""
-    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "a" * 40 + "!"]) as child:
+def catastrophic_victims(request):
+    """Processes whose command lines make (a+)+$ backtrack for far longer than the matcher's budget per line."""
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "a" * 40 + "!"])
+                for _index in range(getattr(request, "param", 1))]
+    for child in children:
         deadline = time.monotonic() + 5
         while True:
             with open(f"/proc/{child.pid}/cmdline", "rb") as handle:
@@ -288,22 +290,41 @@ def catastrophic_victim():
                     break
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        yield child
+    yield children
+    for child in children:
         child.kill()
+        child.wait()
 
 
-def test_catastrophic_pattern_is_cut_off_at_the_matcher_deadline(catastrophic_victim):
+def test_catastrophic_pattern_costs_one_command_line_its_budget(catastrophic_victims):
+    """One pathological command line is left unmatched with a note; the call goes on (point 17 of issue 9)."""
+    guard = Guard()
+    started = time.monotonic()
+    result = call(inference_server_kill.main, {"patterns": ["(a+)+$"], "_ansible_check_mode": True}, guard)
+    elapsed = time.monotonic() - started
+    assert not result.get("failed"), result
+    victim = catastrophic_victims[0]
+    assert any(note.startswith(f"pid {victim.pid} not matched: the patterns took longer than") for note in
+               result["notes"]), result["notes"]
+    assert _kill.MATCH_BUDGET_PER_PROCESS_S <= elapsed < _kill.MATCH_TIMEOUT_S + 2.5
+    assert [(how, sig) for how, _pid, sig in guard.own_children] == [("kill", signal.SIGKILL)]
+    assert guard.refused == [] and victim.poll() is None
+    matcher = guard.own_children[0][1]
+    assert _parent_of(matcher) != os.getpid(), "the killed matcher was left behind as a zombie"
+
+
+@pytest.mark.parametrize("catastrophic_victims", [10], indirect=True)
+def test_catastrophic_pattern_on_many_command_lines_is_cut_off_at_the_matcher_deadline(catastrophic_victims):
     guard = Guard()
     started = time.monotonic()
     result = call(inference_server_kill.main, {"patterns": ["(a+)+$"], "_ansible_check_mode": True}, guard)
     elapsed = time.monotonic() - started
     assert_clear_failure(result)
     assert "took longer than 2 s: a pattern with catastrophic backtracking?" in result["msg"]
-    assert _kill.MATCH_TIMEOUT_S <= elapsed < _kill.MATCH_TIMEOUT_S + 2.5
-    assert [(how, sig) for how, _pid, sig in guard.own_children] == [("kill", signal.SIGKILL)]
-    assert guard.refused == [] and catastrophic_victim.poll() is None
-    matcher = guard.own_children[0][1]
-    assert _parent_of(matcher) != os.getpid(), "the killed matcher was left behind as a zombie"
+    assert elapsed < _kill.MATCH_TIMEOUT_S + 9 * _kill.MATCH_BUDGET_PER_PROCESS_S + 2.5
+    assert {(how, sig) for how, _pid, sig in guard.own_children} == {("kill", signal.SIGKILL)}
+    assert guard.refused == [] and all(victim.poll() is None for victim in catastrophic_victims)
+    assert all(_parent_of(pid) != os.getpid() for _how, pid, _sig in guard.own_children)
 
 
 HUGE_INT_BUG = ("ansible-core's check_type_float lets OverflowError escape for an integer too large for a float "
