@@ -66,8 +66,9 @@ def test_tree_members_need_a_parent_that_still_holds_its_pid_and_is_not_younger(
         15: _process(pid=15, ppid=14, pgid=15, sid=15, start_ticks=900),
         16: _process(pid=16, ppid=1, pgid=10, sid=10, start_ticks=650),
     }
-    assert _kill._tree_members(leader, table, lambda process: process.pid != 14) == {11, 12, 14, 16}
-    assert _kill._tree_members(leader, table, lambda process: process.pid != 10) == set()
+    selector = _kill.Selector(_kill.Request(patterns=("x",)))
+    assert _kill._tree_members(leader, table, lambda process: process.pid != 14, selector) == {11, 12, 14, 16}
+    assert _kill._tree_members(leader, table, lambda process: process.pid != 10, selector) == set()
 
 
 EXECS = """

@@ -114,7 +114,7 @@ def test_no_tree_member_below_a_bystander():
         proc(130, 1, "python3 orphan.py", sid=100, pgid=100),   # left by the launcher, still in its session
     )}
     selector = _kill.Selector(_kill.Request(patterns=("serve",)))
-    assert _kill._tree_members(100, table, selector) == {101, 102, 130}  # pylint: disable=protected-access
+    assert _kill._tree_members(table[100], table, lambda process: True, selector) == {101, 102, 130}  # pylint: disable=protected-access
 
 
 def test_the_running_ansible_is_found_by_its_ancestry_not_by_a_name():
