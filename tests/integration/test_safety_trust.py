@@ -4,10 +4,13 @@ network filesystems, descriptors only a thread has, odd /dev/shm entries (fault 
 from __future__ import annotations
 
 import contextlib
+import os
 
+import jinja2
 import pytest
+import yaml
 from gpusim import fleet
-from gpusim.testing import run_playbook, wait_for_gpu_holders, wait_until
+from gpusim.testing import REPO, run_playbook, wait_for_gpu_holders, wait_until
 
 LEFTOVERS = "Check leftovers"
 FACTS = "Read GPU memory"
@@ -109,7 +112,7 @@ def test_s02_the_node_decides_a_containers_gpus_not_its_dev(sim, playbook):
     assert any("8192 MiB used" in reason and "train.py" in reason for reason in facts["reasons"]), facts["reasons"]
 
 
-def test_s02_a_made_up_device_file_gives_a_container_no_gpu(sim, playbook):
+def test_s03_a_made_up_device_file_gives_a_container_no_gpu(sim, playbook):
     node = sim.node()
     sim.container(node, "200", [0])
     # Its own regular file called /dev/nvidia3 instead of the node's /dev/nvidia0.
@@ -122,7 +125,7 @@ def test_s02_a_made_up_device_file_gives_a_container_no_gpu(sim, playbook):
     assert "expected 1 GPUs, container 200 has 0" in facts["reasons"]
 
 
-def test_s03_a_process_on_a_stalled_network_filesystem_hangs_nothing(sim, playbook):
+def test_s04_a_process_on_a_stalled_network_filesystem_hangs_nothing(sim, playbook):
     host = sim.host()
     daemon = start_stallfs(host, "/tmp/stall")
     holder = fleet.start_detached(host, ["sh", "-c", "exec sleep 3600 < /tmp/stall/data"])
@@ -138,7 +141,7 @@ def test_s03_a_process_on_a_stalled_network_filesystem_hangs_nothing(sim, playbo
     assert holder in [int(pid) for pid in sh(host, "pgrep -x sleep").stdout.split()]
 
 
-def test_s03_a_stalled_file_named_like_a_candidate_is_bounded(sim, playbook):
+def test_s05_a_stalled_file_named_like_a_candidate_is_bounded(sim, playbook):
     """A hostile container names a FUSE file /dev/nvidia0 and opens a FUSE file called like a /dev/shm file."""
     node = sim.node()
     sim.container(node, "200", [0])
@@ -161,7 +164,7 @@ def test_s03_a_stalled_file_named_like_a_candidate_is_bounded(sim, playbook):
 
 
 @pytest.mark.parametrize("mode", ["main_exited", "own_table"])
-def test_s04_descriptors_held_by_a_thread_only_count(sim, playbook, mode):
+def test_s06_descriptors_held_by_a_thread_only_count(sim, playbook, mode):
     host = sim.host()
     sh(host, f"echo x > /dev/shm/nccl-held && {OLD} /dev/shm/nccl-held")
     pid = fleet.start_detached(host, ["python3", "-c", THREAD_HOLDER, mode, "/dev/shm/nccl-held"])
@@ -180,7 +183,7 @@ def test_s04_descriptors_held_by_a_thread_only_count(sim, playbook, mode):
     assert any(f"pid {pid} " in reason and "/dev/nvidia0" in reason for reason in facts["reasons"]), facts["reasons"]
 
 
-def test_s05_odd_shm_entries_are_reported_one_by_one(sim, playbook):
+def test_s07_odd_shm_entries_are_reported_one_by_one(sim, playbook):
     host = sim.host()
     sh(host, "mkdir /dev/shm/nccl-dir && "
              "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"/dev/shm/nccl-sock\")' && "
@@ -188,20 +191,56 @@ def test_s05_odd_shm_entries_are_reported_one_by_one(sim, playbook):
              f"echo x > /dev/shm/nccl-mounted && echo y > /tmp/src && {OLD} /tmp/src && "
              "mount --bind /tmp/src /dev/shm/nccl-mounted && "
              f"echo keep > /tmp/victim && {OLD} /tmp/victim && ln -s /tmp/victim /dev/shm/nccl-link")
-    # A server that is starting: its segment is written again and again, not mapped yet.
-    fleet.start_detached(host, ["sh", "-c", "while :; do echo x > /dev/shm/nccl-young; sleep 0.2; done"])
-    wait_until(lambda: exists(host, "/dev/shm/nccl-young"), message="the starting server's segment")
     run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[host]))
     leftovers = leftovers_of(run, host)
     assert run.status(LEFTOVERS, host) == "ok" and leftovers["shm_error"] is None, leftovers
     entries = {entry["path"].rsplit("/", 1)[1]: entry for entry in leftovers["shm"]}
-    assert set(entries) == {
-        "nccl-dir", "nccl-sock", "nccl-old", "nccl-mounted", "nccl-link", "nccl-young"}
+    assert set(entries) == {"nccl-dir", "nccl-sock", "nccl-old", "nccl-mounted", "nccl-link"}
     assert leftovers["shm_removed"] == ["/dev/shm/nccl-old"], entries
     assert entries["nccl-dir"]["reason"] == "not a regular file (directory)"
     assert entries["nccl-sock"]["reason"] == "not a regular file (socket)"
     assert entries["nccl-link"]["reason"] == "not a regular file (symlink)"
-    assert entries["nccl-young"]["reason"].startswith("changed less than 2 s ago")
     assert entries["nccl-mounted"]["reason"] == "could not be removed: Device or resource busy"
     assert not any(entry["removed"] for name, entry in entries.items() if name != "nccl-old")
-    assert exists(host, "/tmp/victim") and exists(host, "/dev/shm/nccl-young") and exists(host, "/dev/shm/nccl-dir")
+    assert exists(host, "/tmp/victim") and exists(host, "/dev/shm/nccl-dir")
+
+
+def test_s08_a_starting_servers_new_segment_survives(sim, playbook):
+    host = sim.host()
+    sh(host, f"echo x > /dev/shm/nccl-previous && {OLD} /dev/shm/nccl-previous")
+    # A server that is starting: its segment is written again and again, not mapped yet.
+    fleet.start_detached(host, ["sh", "-c", "while :; do echo x > /dev/shm/nccl-starting; sleep 0.2; done"])
+    wait_until(lambda: exists(host, "/dev/shm/nccl-starting"), message="the starting server's segment")
+    run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[host]))
+    leftovers = leftovers_of(run, host)
+    entries = {entry["path"]: entry for entry in leftovers["shm"]}
+    assert leftovers["shm_removed"] == ["/dev/shm/nccl-previous"], entries
+    starting = entries["/dev/shm/nccl-starting"]
+    assert not starting["stale"] and not starting["removed"] and starting["users"] == []
+    assert starting["reason"] == "changed less than 2 s ago (a server that is starting?)"
+    assert exists(host, "/dev/shm/nccl-starting")
+
+
+def test_s09_every_module_task_of_the_role_has_a_finite_timeout():
+    """A task timeout from the modules' own limits, rendered with the role's defaults and with everything set."""
+    role = os.path.join(REPO, "roles", "gpu_reset")
+    with open(os.path.join(role, "defaults", "main.yml"), encoding="utf-8") as handle:
+        defaults = yaml.safe_load(handle)
+    tasks = []
+    for name in ("main.yml", "steps.yml"):
+        with open(os.path.join(role, "tasks", name), encoding="utf-8") as handle:
+            stack = list(yaml.safe_load(handle))
+        while stack:
+            task = stack.pop()
+            stack.extend(task.get("block", []) + task.get("rescue", []))
+            if any(key.startswith(("gpuops.hygiene.", "ansible.builtin.command")) for key in task):
+                tasks.append(task)
+    assert len(tasks) == 7
+    environment = jinja2.Environment()
+    for variables in (defaults, dict(defaults, gpu_reset_kill_timeout=600, gpu_reset_grace_period=500,
+                                     gpu_reset_wait_timeout=3600, gpu_reset_facts_timeout=3600)):
+        for task in tasks:
+            assert "timeout" in task, task["name"]
+            limit = int(environment.from_string(str(task["timeout"])).render(**variables))
+            assert 60 <= limit <= 3600 * 20, (task["name"], limit)
+
