@@ -85,7 +85,7 @@ def test_s01_a_container_cannot_point_the_node_at_its_own_files(sim, playbook, a
                  f"{OLD} /dev/shm/nccl-ct", container="200")
     run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[node]), {"scope_container": "200"})
     result = leftovers_of(run, node)
-    assert run.status(LEFTOVERS, node) == "ok", result
+    assert "msg" not in result and "shm" in result, result  # the module did not fail
     assert result["shm"] == [] and result["shm_removed"] == []
     expected = "symbolic link: refused" if attack == "absolute_symlink" else "is not a tmpfs: refused"
     assert expected in result["shm_error"]
@@ -154,11 +154,11 @@ def test_s05_a_stalled_file_named_like_a_candidate_is_bounded(sim, playbook):
         run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[node]),
                            {"scope_container": "200", "facts_timeout": 3}, timeout=120)
     leftovers = leftovers_of(run, node)
-    assert run.status(LEFTOVERS, node) == "ok", leftovers
+    assert "msg" not in leftovers and "shm" in leftovers, leftovers
     assert "did not finish within 10 s" in leftovers["shm_error"]
     assert leftovers["shm_removed"] == [] and exists(node, "/dev/shm/nccl-stale", container="200")
     facts = facts_result(run, node)
-    assert run.status(FACTS, node) == "ignored", facts
+    assert "ansible_facts" not in facts, facts
     assert "did not finish within 3 s: a process may have a file open on a stalled network filesystem" in facts["msg"]
     assert run.elapsed_s < 90
 
@@ -193,7 +193,7 @@ def test_s07_odd_shm_entries_are_reported_one_by_one(sim, playbook):
              f"echo keep > /tmp/victim && {OLD} /tmp/victim && ln -s /tmp/victim /dev/shm/nccl-link")
     run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[host]))
     leftovers = leftovers_of(run, host)
-    assert run.status(LEFTOVERS, host) == "ok" and leftovers["shm_error"] is None, leftovers
+    assert "msg" not in leftovers and leftovers["shm_error"] is None, leftovers
     entries = {entry["path"].rsplit("/", 1)[1]: entry for entry in leftovers["shm"]}
     assert set(entries) == {"nccl-dir", "nccl-sock", "nccl-old", "nccl-mounted", "nccl-link"}
     assert leftovers["shm_removed"] == ["/dev/shm/nccl-old"], entries
@@ -243,4 +243,3 @@ def test_s09_every_module_task_of_the_role_has_a_finite_timeout():
             assert "timeout" in task, task["name"]
             limit = int(environment.from_string(str(task["timeout"])).render(**variables))
             assert 60 <= limit <= 3600 * 20, (task["name"], limit)
-

@@ -72,7 +72,7 @@ def test_one_directory_per_descriptor_table(thread_holder):
 
 def test_threads_that_share_one_table_are_read_once():
     stop = threading.Event()
-    threads = [threading.Thread(target=stop.wait) for _ in range(3)]
+    threads = [threading.Thread(target=stop.wait) for _thread in range(3)]
     for thread in threads:
         thread.start()
     try:
@@ -88,6 +88,7 @@ def test_only_files_with_a_candidate_name_are_stat_ed(tmp_path, monkeypatch):
     with open(other, encoding="utf-8"), open(candidate, encoding="utf-8"):
         statted = []
         real_stat = os.stat
+
         def recording_stat(path, *args, **kwargs):
             if str(path).startswith("/proc/"):
                 statted.append(os.readlink(path))
