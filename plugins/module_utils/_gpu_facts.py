@@ -134,7 +134,7 @@ def gpu_minor_numbers(driver_dir: str = DRIVER_GPUS_DIR) -> dict[str, int]:
     return minors
 
 
-def _container_gpu_minors(init: _procfs.Process, proc: str, timeout: float) -> list[int]:
+def _container_gpu_minors(init: _procfs.Process, proc: str) -> list[int]:
     """The minors of the node's GPUs whose device files the container has, known by what each file is.
 
     The container's root controls every name in its /dev: it can remove /dev/nvidia1 or
@@ -160,7 +160,7 @@ def _container_gpu_minors(init: _procfs.Process, proc: str, timeout: float) -> l
                 if _procfs.device_identity(info) in known:
                     found.add(known[_procfs.device_identity(info)])
         return sorted(found)
-    return list(_procfs.bounded(work, timeout, f"reading the device files of container "
+    return list(_procfs.bounded(work, _procfs.SCAN_TIMEOUT_S, f"reading the device files of container "
                                                f"{init.container.id if init.container else '?'}"))
 
 
@@ -282,7 +282,7 @@ def find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Proces
     protected = request.protected_names
     holders: dict[int, Holder] = {}
     ours = _procfs.nvidia_device_files()
-    devices_of = _procfs.nvidia_devices_of(table, ours, request.timeout, request.proc)
+    devices_of = _procfs.nvidia_devices_of(table, ours, request.proc)
 
     for entry in snapshot.processes:
         holder = holders.setdefault(entry.pid, Holder(pid=entry.pid, process=None))
@@ -373,7 +373,7 @@ def collect(request: Request) -> dict[str, t.Any]:
             holder.in_scope = container is not None and container.runtime == "lxc" and container.id == request.container
         if init is not None:
             try:
-                given = set(_container_gpu_minors(init, request.proc, request.timeout))
+                given = set(_container_gpu_minors(init, request.proc))
             except GpuOpsError as error:
                 judge.unknown.append(f"the GPUs of container {request.container} cannot be read: {error}")
                 given = set()

@@ -27,8 +27,6 @@ SHM = "/dev/shm"
 MIN_LITERAL_PREFIX = 3
 # A file changed this recently may belong to a server that is starting and has not mapped it yet.
 MIN_AGE_S = 2.0
-# Reading which processes use the files may block on a stalled network filesystem.
-SCAN_TIMEOUT_S = 10.0
 _SHM_GLOB = re.compile(r"[^*?\[\]/\x00]{%d}[^/\x00]*" % MIN_LITERAL_PREFIX)
 
 
@@ -124,7 +122,7 @@ def _users(names: set[str], proc: str) -> tuple[dict[tuple[int, int], list[int]]
                 in_use = set()  # an exiting process refuses access to its files, and holds none
             found[str(pid)] = None if in_use is None else [list(identity) for identity in in_use]
         return found
-    scanned = _procfs.bounded(work, SCAN_TIMEOUT_S, "reading which processes use the /dev/shm files")
+    scanned = _procfs.bounded(work, _procfs.SCAN_TIMEOUT_S, "reading which processes use the /dev/shm files")
     users: dict[tuple[int, int], list[int]] = {}
     for pid, in_use in scanned.items():
         for identity in in_use or []:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import pwd
@@ -22,6 +23,8 @@ PROC = "/proc"
 PF_KTHREAD = 0x00200000
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 KCMP_FILES = 2
+# Deadline of one scan of every process's descriptors (a file on a stalled network filesystem blocks stat()).
+SCAN_TIMEOUT_S = 10.0
 KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}
 
 NVIDIA_DEVICE = re.compile(r"^/dev/nvidia(?:\d+|ctl|-uvm|-uvm-tools|-modeset|-caps/.+)$")
@@ -282,14 +285,18 @@ def _tasks(pid: int, proc: str) -> list[int]:
         return []
 
 
+@functools.lru_cache(maxsize=None)
+def _libc() -> t.Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _same_files(first: int, second: int, proc: str) -> bool:
     """Whether two threads share one descriptor table (kcmp KCMP_FILES); False when that cannot be told."""
     number = KCMP_SYSCALL.get(platform.machine())
     if proc != PROC or number is None:
         return False
-    syscall = ctypes.CDLL(None, use_errno=True).syscall
-    return syscall(ctypes.c_long(number), ctypes.c_int(first), ctypes.c_int(second), ctypes.c_int(KCMP_FILES),
-                   ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+    return _libc().syscall(ctypes.c_long(number), ctypes.c_int(first), ctypes.c_int(second),
+                           ctypes.c_int(KCMP_FILES), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
 
 
 def descriptor_dirs(pid: int, proc: str = PROC) -> list[str]:
@@ -425,8 +432,8 @@ def nvidia_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str
     return sorted(found)
 
 
-def nvidia_devices_of(pids: t.Iterable[int], devices: t.Mapping[tuple[int, ...], str], timeout: float,
-                      proc: str = PROC) -> dict[int, list[str] | None]:
+def nvidia_devices_of(pids: t.Iterable[int], devices: t.Mapping[tuple[int, ...], str],
+                      proc: str = PROC, timeout: float = SCAN_TIMEOUT_S) -> dict[int, list[str] | None]:
     """nvidia_devices of every process, read under one deadline."""
     wanted = list(pids)
     identities = [[list(identity), name] for identity, name in devices.items()]

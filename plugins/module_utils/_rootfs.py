@@ -15,6 +15,7 @@ the read is refused, never done the unsafe way.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import stat
@@ -36,6 +37,7 @@ class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
+@functools.lru_cache(maxsize=None)
 def _libc() -> t.Any:
     return ctypes.CDLL(None, use_errno=True)
 

@@ -120,4 +120,4 @@ def test_nvidia_devices_of_reads_every_process(tmp_path):
     device.write_text("")
     ours = {_procfs.device_identity(os.stat(device)): "/dev/nvidia0"}
     with open(device, encoding="utf-8"):
-        assert _procfs.nvidia_devices_of([os.getpid()], ours, 5) == {os.getpid(): []}  # named otherwise here
+        assert _procfs.nvidia_devices_of([os.getpid()], ours) == {os.getpid(): []}  # named otherwise here
