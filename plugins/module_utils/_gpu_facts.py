@@ -160,8 +160,8 @@ def _container_gpu_minors(init: _procfs.Process, proc: str) -> list[int]:
                 if _procfs.device_identity(info) in known:
                     found.add(known[_procfs.device_identity(info)])
         return sorted(found)
-    return list(_procfs.bounded(work, _procfs.SCAN_TIMEOUT_S, f"reading the device files of container "
-                                               f"{init.container.id if init.container else '?'}"))
+    what = f"reading the device files of container {init.container.id if init.container else '?'}"
+    return list(_procfs.bounded(work, _procfs.SCAN_TIMEOUT_S, what))
 
 
 def resolve_nvidia_smi(path: str | None) -> str:
