@@ -47,14 +47,30 @@ def _write_all(fd: int, payload: str) -> None:
         data = data[os.write(fd, data):]
 
 
-def call(work: t.Callable[[], t.Any], timeout: float) -> t.Any:
-    """Return work()'s JSON-serialisable result, or raise TimeLimitExceeded."""
+def _isolate(keep: int) -> None:
+    """Let go of every inherited descriptor: a child stuck in the kernel must hold no pipe or lock of the caller."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+
+
+def call(work: t.Callable[[], t.Any], timeout: float, isolate: bool = False) -> t.Any:
+    """Return work()'s JSON-serialisable result, or raise TimeLimitExceeded.
+
+    With isolate, the child keeps only its answer pipe: work that may hang where even
+    SIGKILL cannot end it (a stalled FUSE or NFS file) never keeps Ansible's output
+    pipe or a lock open once it is abandoned.
+    """
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: leaves only through os._exit, never back into the caller
         status = 1
         try:
             os.close(read_end)
+            if isolate:
+                _isolate(write_end)
             try:
                 payload = json.dumps({"result": work()})
             except GpuOpsError as error:

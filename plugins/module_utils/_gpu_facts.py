@@ -17,7 +17,7 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _presets, _procfs, _settle, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _presets, _procfs, _rootfs, _settle, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 CLEAN = "clean"
@@ -158,18 +158,33 @@ def gpu_minor_numbers(driver_dir: str = DRIVER_GPUS_DIR) -> dict[str, int]:
 
 
 def _container_gpu_minors(init: _procfs.Process, proc: str) -> list[int]:
-    """The /dev/nvidiaN a container was given, read through its init's root."""
-    try:
-        entries = os.listdir(f"{proc}/{init.pid}/root/dev")
-    except OSError as error:
-        raise GpuOpsError(f"cannot read the devices of container {init.container.id if init.container else '?'}: "
-                          f"{error.strerror}") from None
-    minors = []
-    for entry in entries:
-        match = _procfs.NVIDIA_GPU_DEVICE.match("/dev/" + entry)
-        if match:
-            minors.append(int(match.group(1)))
-    return sorted(minors)
+    """The minors of the node's GPUs whose device files the container has, known by what each file is.
+
+    The container's root controls every name in its /dev: it can remove /dev/nvidia1 or
+    create its own /dev/nvidia5. A file counts only when it is one of the node's
+    /dev/nvidiaN (same device number, or the same file); its name inside is ignored.
+    /dev is opened confined to the container's root and the lookups run under a deadline
+    (a name there can be a mount of a stalled FUSE file).
+    """
+    ours = {identity: int(match.group(1)) for identity, name in _procfs.nvidia_device_files().items()
+            for match in [_procfs.NVIDIA_GPU_DEVICE.match(name)] if match}
+    identities = [[list(identity), minor] for identity, minor in ours.items()]
+    root = f"{proc}/{init.pid}/root"
+
+    def work() -> list[int]:
+        known = {tuple(identity): minor for identity, minor in identities}
+        found = set()
+        with _rootfs.TmpfsDir(root, "/dev") as dev:
+            for name in dev.names():
+                try:
+                    info = os.stat(name, dir_fd=dev.fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if _procfs.device_identity(info) in known:
+                    found.add(known[_procfs.device_identity(info)])
+        return sorted(found)
+    what = f"reading the device files of container {init.container.id if init.container else '?'}"
+    return list(_procfs.bounded(work, _procfs.SCAN_TIMEOUT_S, what))
 
 
 def resolve_nvidia_smi(path: str | None) -> str:
@@ -290,7 +305,7 @@ def find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Proces
     protected = request.protected_names
     holders: dict[int, Holder] = {}
     ours = _procfs.nvidia_device_files()
-    devices_of: dict[int, list[str] | None] = {pid: _procfs.nvidia_devices(pid, ours, request.proc) for pid in table}
+    devices_of = _procfs.nvidia_devices_of(table, ours, request.proc)
 
     for entry in snapshot.processes:
         holder = holders.setdefault(entry.pid, Holder(pid=entry.pid, process=None))
@@ -386,14 +401,23 @@ def collect(request: Request) -> dict[str, t.Any]:
         if init is None:
             judge.unknown.append(f"container {request.container} is not running on this node")
             gpus = []
-        else:
-            given = set(_container_gpu_minors(init, request.proc))
-            gpus = [gpu for gpu in gpus if minors[gpu.index] in given]
-            scope["init_pid"] = init.pid
-        scope["gpu_indexes"] = [gpu.index for gpu in gpus]
         for holder in holders.values():
             container = holder.process.container if holder.process else None
             holder.in_scope = container is not None and container.runtime == "lxc" and container.id == request.container
+        if init is not None:
+            try:
+                given = set(_container_gpu_minors(init, request.proc))
+            except GpuOpsError as error:
+                judge.unknown.append(f"the GPUs of container {request.container} cannot be read: {error}")
+                given = set()
+            devices = {gpu.index for gpu in gpus if minors[gpu.index] in given}
+            # What its processes hold or have open counts whatever the container's /dev says.
+            held = {index for holder in holders.values() if holder.in_scope for index in holder.used_mib}
+            judge.busy.extend(f"GPU {index} is held by a process of container {request.container} but is not "
+                              f"among the device files the node gave it" for index in sorted(held - devices))
+            gpus = [gpu for gpu in gpus if gpu.index in devices | held]
+            scope["init_pid"] = init.pid
+        scope["gpu_indexes"] = [gpu.index for gpu in gpus]
 
     expected = request.expected_gpu_count
     if expected is not None and len(gpus) < expected and not snapshot.problems:

@@ -6,8 +6,9 @@
 
 A port is taken while any socket listens on it; its holders are named. A shared
 memory file is stale only when no live process has it open or mapped (compared
-by device and inode, so it works across mount namespaces); only stale files are
-removed.
+by device and inode, so it works across mount namespaces); only stale regular
+files are removed. A container's /dev/shm is opened confined to its root and
+must be a tmpfs (see _rootfs), and the processes are read under a deadline.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import time
 import typing as t
 from dataclasses import dataclass
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _presets, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _presets, _procfs, _rootfs
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SHM = "/dev/shm"
 MIN_LITERAL_PREFIX = 3
+# A file changed this recently may belong to a server that is starting and has not mapped it yet.
+MIN_AGE_S = 2.0
 _SHM_GLOB = re.compile(r"[^*?\[\]/\x00]{%d}[^/\x00]*" % MIN_LITERAL_PREFIX)
 
 
@@ -74,9 +78,9 @@ def check(request: Request) -> dict[str, t.Any]:
         init = _procfs.container_init(request.container, table)
         if init is None:
             raise GpuOpsError(f"container {request.container} is not running on this node")
-        net_dir, shm_dir = f"{request.proc}/{init.pid}/net", f"{request.proc}/{init.pid}/root{SHM}"
+        net_dir, root = f"{request.proc}/{init.pid}/net", f"{request.proc}/{init.pid}/root"
     else:
-        net_dir, shm_dir = f"{request.proc}/self/net", SHM
+        net_dir, root = f"{request.proc}/self/net", "/"
 
     listening = _procfs.listening_sockets(net_dir)
     wanted = {inode for port in request.ports for inode in listening.get(port, [])}
@@ -91,49 +95,100 @@ def check(request: Request) -> dict[str, t.Any]:
         ports.append({"port": port, "free": port not in listening,
                       "holders": [_describe(process) for process in holders]})
 
-    shm = _shm_entries(request, shm_dir, table)
+    # /dev/shm trouble is reported, never raised: this runs after the servers were stopped.
+    try:
+        shm, shm_error = _shm_entries(request, root), None
+    except GpuOpsError as error:
+        shm, shm_error = [], f"{SHM} not cleaned: {error}"
     removed = [entry for entry in shm if entry["removed"]]
     return {
         "changed": bool(removed) or (request.check_mode and any(entry["stale"] for entry in shm)),
         "ports": ports,
         "ports_free": all(entry["free"] for entry in ports),
         "shm": shm,
+        "shm_error": shm_error,
         "shm_patterns": request.patterns,
         "shm_removed": [entry["path"] for entry in removed],
     }
 
 
-def _shm_entries(request: Request, shm_dir: str, table: dict[int, _procfs.Process]) -> list[dict[str, t.Any]]:
-    try:
-        names = sorted(os.listdir(shm_dir))
-    except OSError as error:
-        raise GpuOpsError(f"cannot list {shm_dir}: {error.strerror}") from None
-    patterns = request.patterns
-    candidates = {name: _procfs.file_id(os.path.join(shm_dir, name)) for name in names
-                  if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)}
-    if not candidates:
-        return []
+def _users(names: set[str], proc: str) -> tuple[dict[tuple[int, int], list[int]], list[int]]:
+    """Which processes (PIDs, all of them, read fresh) have files with these names open or mapped, under a deadline."""
+    def work() -> dict[str, list[list[int]] | None]:
+        found = {}
+        for pid in _procfs.pids(proc):
+            in_use = _procfs.files_in_use(pid, names, proc)
+            if in_use is None and _has_exited(pid, proc):
+                in_use = set()  # an exiting process refuses access to its files, and holds none
+            found[str(pid)] = None if in_use is None else [list(identity) for identity in in_use]
+        return found
+    scanned = _procfs.bounded(work, _procfs.SCAN_TIMEOUT_S, "reading which processes use the /dev/shm files")
     users: dict[tuple[int, int], list[int]] = {}
-    unreadable = []
-    wanted = {identity for identity in candidates.values() if identity is not None}
-    for process in table.values():
-        in_use = _procfs.files_in_use(process.pid, request.proc)
-        if in_use is None:
-            unreadable.append(process.pid)
-            continue
-        for identity in in_use & wanted:
-            users.setdefault(identity, []).append(process.pid)
-    entries = []
-    for name, identity in candidates.items():
-        path = os.path.join(SHM, name)
-        in_use_by = sorted(users.get(identity, [])) if identity else []
-        stale = identity is not None and not in_use_by and not unreadable
-        removed = False
-        if stale and request.remove_stale_shm and not request.check_mode:
-            try:
-                os.unlink(os.path.join(shm_dir, name))
-                removed = True
-            except FileNotFoundError:
-                stale = False
-        entries.append({"path": path, "stale": stale, "removed": removed, "users": in_use_by})
+    for pid, in_use in scanned.items():
+        for identity in in_use or []:
+            users.setdefault((identity[0], identity[1]), []).append(int(pid))
+    return users, sorted(int(pid) for pid, in_use in scanned.items() if in_use is None)
+
+
+def _has_exited(pid: int, proc: str) -> bool:
+    process = _procfs.read_process(pid, proc)
+    return process is None or (process.state in ("Z", "X") and process.threads <= 1)
+
+
+def _not_removable(entry: _rootfs.Entry | None, users: list[int], unreadable: list[int]) -> str | None:
+    """Why this file must stay, or None when nothing keeps it."""
+    if entry is None:
+        return "gone"
+    if entry.kind != "file":
+        return f"not a regular file ({entry.kind})"
+    if users:
+        return "in use"
+    if unreadable:
+        return f"processes that could not be inspected: {', '.join(map(str, unreadable[:10]))}"
+    if entry.links != 1:
+        return f"has {entry.links} hard links"
+    if time.time() - entry.changed_at < MIN_AGE_S:
+        return f"changed less than {MIN_AGE_S:g} s ago (a server that is starting?)"
+    return None
+
+
+def _shm_entries(request: Request, root: str) -> list[dict[str, t.Any]]:
+    """Matching /dev/shm entries, listed before the processes are read; stale regular files are removed."""
+    patterns = request.patterns
+    with _rootfs.TmpfsDir(root, SHM) as shm:
+        candidates = [entry for entry in map(shm.entry, shm.names()) if entry is not None
+                      and any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in patterns)]
+        if not candidates:
+            return []
+        names = {entry.name for entry in candidates}
+        users, unreadable = _users(names, request.proc)
+        reasons = {entry.name: _not_removable(entry, users.get(entry.identity, []), unreadable) for entry in candidates}
+        if request.remove_stale_shm and not request.check_mode and None in reasons.values():
+            # Read again right before removing: a process may have opened a file since.
+            users, unreadable = _users(names, request.proc)
+        entries = []
+        for entry in candidates:
+            result = {"path": os.path.join(SHM, entry.name), "kind": entry.kind, "stale": reasons[entry.name] is None,
+                      "removed": False, "users": sorted(users.get(entry.identity, [])), "reason": reasons[entry.name]}
+            if result["stale"] and request.remove_stale_shm and not request.check_mode:
+                _remove(shm, entry, users, unreadable, result)
+            entries.append(result)
     return entries
+
+
+def _remove(shm: _rootfs.TmpfsDir, entry: _rootfs.Entry, users: dict[tuple[int, int], list[int]],
+            unreadable: list[int], result: dict[str, t.Any]) -> None:
+    """Unlink one stale file if it is still the same file and still unused; say why not otherwise."""
+    now = shm.entry(entry.name)
+    if now is not None and now.identity != entry.identity:
+        reason: str | None = "replaced by another file since it was listed"
+    else:
+        reason = _not_removable(now, users.get(entry.identity, []), unreadable)
+    if reason is None:
+        try:
+            shm.unlink(entry.name)
+            result["removed"] = True
+            return
+        except OSError as error:
+            reason = f"could not be removed: {error.strerror}"
+    result.update(stale=False, reason=reason, users=sorted(users.get(entry.identity, [])))

@@ -6,16 +6,26 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+import platform
 import pwd
 import re
 import stat
 import typing as t
 from dataclasses import dataclass
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded
+from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+
 PROC = "/proc"
 PF_KTHREAD = 0x00200000
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+KCMP_FILES = 2
+# Deadline of one scan of every process's descriptors (a file on a stalled network filesystem blocks stat()).
+SCAN_TIMEOUT_S = 10.0
+KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}
 
 NVIDIA_DEVICE = re.compile(r"^/dev/nvidia(?:\d+|ctl|-uvm|-uvm-tools|-modeset|-caps/.+)$")
 NVIDIA_GPU_DEVICE = re.compile(r"^/dev/nvidia(\d+)$")
@@ -379,30 +389,90 @@ def self_and_ancestors(proc: str = PROC) -> dict[int, int]:
     return chain
 
 
-def open_files(pid: int, proc: str = PROC) -> list[str] | None:
-    """Paths of the files the process has open; None when they cannot be read."""
-    fd_dir = f"{proc}/{pid}/fd"
+def _tasks(pid: int, proc: str) -> list[int]:
     try:
-        entries = os.listdir(fd_dir)
+        return sorted(int(tid) for tid in os.listdir(f"{proc}/{pid}/task") if tid.isdigit())
     except (FileNotFoundError, ProcessLookupError):
         return []
-    except PermissionError:
-        return None
-    paths = []
-    for entry in entries:
+
+
+@functools.lru_cache(maxsize=None)
+def _libc() -> t.Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _same_files(first: int, second: int, proc: str) -> bool:
+    """Whether two threads share one descriptor table (kcmp KCMP_FILES); False when that cannot be told."""
+    number = KCMP_SYSCALL.get(platform.machine())
+    if proc != PROC or number is None:
+        return False
+    return _libc().syscall(ctypes.c_long(number), ctypes.c_int(first), ctypes.c_int(second),
+                           ctypes.c_int(KCMP_FILES), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+
+
+def descriptor_dirs(pid: int, proc: str = PROC) -> list[str]:
+    """The fd directories that hold every descriptor of the process.
+
+    Threads usually share the process's table, but a thread may have its own
+    (unshare(CLONE_FILES)), and when the main thread has exited (state Z with live
+    threads) /proc/PID/fd is empty: then the descriptors are only under task/TID/fd.
+    One directory is read per distinct table (all of them where kcmp cannot tell).
+    """
+    tids = _tasks(pid, proc)
+    if len(tids) <= 1:
+        return [f"{proc}/{pid}/fd"]
+    tables: list[int] = []
+    for tid in tids:
+        if not any(_same_files(known, tid, proc) for known in tables):
+            tables.append(tid)
+    return [f"{proc}/{pid}/task/{tid}/fd" for tid in tables]
+
+
+def _links(pid: int, proc: str) -> list[tuple[str, str]] | None:
+    """(fd path, link text) of every descriptor; readlink() never waits on the file's filesystem, stat() may."""
+    links = []
+    for fd_dir in descriptor_dirs(pid, proc):
         try:
-            paths.append(os.readlink(f"{fd_dir}/{entry}"))
+            entries = os.listdir(fd_dir)
         except (FileNotFoundError, ProcessLookupError):
             continue
         except PermissionError:
             return None
-    return paths
+        for entry in entries:
+            try:
+                links.append((f"{fd_dir}/{entry}", os.readlink(f"{fd_dir}/{entry}")))
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            except PermissionError:
+                return None
+    return links
+
+
+def open_files(pid: int, proc: str = PROC) -> list[str] | None:
+    """Paths of the files the process has open (any of its threads); None when they cannot be read."""
+    links = _links(pid, proc)
+    return None if links is None else [text for _path, text in links]
+
+
+def _maps_text(pid: int, proc: str) -> str:
+    """/proc/PID/maps, read from a live thread when the main thread has exited (its own maps are empty then)."""
+    text = _read_bytes(f"{proc}/{pid}/maps").decode("utf-8", "replace")
+    if text:
+        return text
+    for tid in _tasks(pid, proc):
+        try:
+            text = _read_bytes(f"{proc}/{pid}/task/{tid}/maps").decode("utf-8", "replace")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if text:
+            return text
+    return ""
 
 
 def mapped_files(pid: int, proc: str = PROC) -> list[str] | None:
     """Paths the process has mapped into memory (a mmap outlives its fd)."""
     try:
-        text = _read_bytes(f"{proc}/{pid}/maps").decode("utf-8", "replace")
+        text = _maps_text(pid, proc)
     except (FileNotFoundError, ProcessLookupError):
         return []
     except PermissionError:
@@ -452,21 +522,18 @@ def nvidia_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str
     """This machine's NVIDIA device files the process has open (named as here); None when unreadable.
 
     An open file counts only when it is one of `devices`: another mount namespace may
-    have its own file called /dev/nvidia0 that is not a GPU of this machine.
+    have its own file called /dev/nvidia0 that is not a GPU of this machine (even one
+    on a stalled FUSE mount: run this under a deadline, see `bounded`).
     """
-    fd_dir = f"{proc}/{pid}/fd"
-    try:
-        entries = os.listdir(fd_dir)
-    except (FileNotFoundError, ProcessLookupError):
-        return []
-    except PermissionError:
+    links = _links(pid, proc)
+    if links is None:
         return None
     found = set()
-    for entry in entries:
+    for path, text in links:
+        if not NVIDIA_DEVICE.match(text):
+            continue
         try:
-            if not NVIDIA_DEVICE.match(os.readlink(f"{fd_dir}/{entry}")):
-                continue
-            name = devices.get(device_identity(os.stat(f"{fd_dir}/{entry}")))
+            name = devices.get(device_identity(os.stat(path)))
         except PermissionError:
             return None
         except OSError:
@@ -474,6 +541,31 @@ def nvidia_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str
         if name:
             found.add(name)
     return sorted(found)
+
+
+def nvidia_devices_of(pids: t.Iterable[int], devices: t.Mapping[tuple[int, ...], str],
+                      proc: str = PROC, timeout: float = SCAN_TIMEOUT_S) -> dict[int, list[str] | None]:
+    """nvidia_devices of every process, read under one deadline."""
+    wanted = list(pids)
+    identities = [[list(identity), name] for identity, name in devices.items()]
+
+    def work() -> dict[str, list[str] | None]:
+        known = {tuple(identity): name for identity, name in identities}
+        return {str(pid): nvidia_devices(pid, known, proc) for pid in wanted}
+    return {int(pid): found for pid, found in bounded(work, timeout, "reading which processes have /dev/nvidia* open").items()}
+
+
+def bounded(work: t.Callable[[], t.Any], timeout: float, what: str) -> t.Any:
+    """work() in an isolated child with a deadline: reading other processes' files can block forever.
+
+    stat() of a file on a stalled FUSE or NFS mount, and even reading /proc/PID/maps of a
+    process faulting on one, wait in the kernel until that filesystem answers.
+    """
+    try:
+        return _bounded.call(work, timeout, isolate=True)
+    except _bounded.TimeLimitExceeded:
+        raise GpuOpsError(f"{what} did not finish within {timeout:g} s: a process may have a file open on a "
+                          "stalled network filesystem (FUSE, NFS)") from None
 
 
 def boot_time(proc: str = PROC) -> float:
@@ -511,30 +603,30 @@ def container_init(vmid: str, table: t.Mapping[int, Process]) -> Process | None:
     return None
 
 
-def file_id(path: str) -> tuple[int, int] | None:
-    """(device, inode) of a file: what identifies it across mount namespaces."""
-    try:
-        info = os.stat(path)
-    except OSError:
+def files_in_use(pid: int, names: t.Collection[str], proc: str = PROC) -> set[tuple[int, int]] | None:
+    """(device, inode) of the files called one of `names` that the process has open, and of every file it maps.
+
+    Only descriptors whose link text ends in one of the names are stat()ed: a stat may
+    block on a stalled network filesystem, a readlink never does. Maps carry the
+    device and inode in their text. None when the process cannot be read.
+    """
+    links = _links(pid, proc)
+    if links is None:
         return None
-    return (info.st_dev, info.st_ino)
-
-
-def files_in_use(pid: int, proc: str = PROC) -> set[tuple[int, int]] | None:
-    """(device, inode) of every file the process has open or mapped; None when unreadable."""
     used: set[tuple[int, int]] = set()
-    fd_dir = f"{proc}/{pid}/fd"
     try:
-        entries = os.listdir(fd_dir)
-        text = _read_bytes(f"{proc}/{pid}/maps").decode("utf-8", "replace")
+        text = _maps_text(pid, proc)
     except (FileNotFoundError, ProcessLookupError):
-        return used
+        text = ""
     except PermissionError:
         return None
-    for entry in entries:
-        identity = file_id(f"{fd_dir}/{entry}")
-        if identity is not None:
-            used.add(identity)
+    for path, link in links:
+        if link.startswith("/") and os.path.basename(link.removesuffix(" (deleted)")) in names:
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            used.add((info.st_dev, info.st_ino))
     for line in text.splitlines():
         parts = line.split(None, 5)
         if len(parts) >= 5 and parts[4] != "0":

@@ -51,6 +51,9 @@ options:
     type: str
 notes:
   - A file is never removed while any process could not be inspected (for example without root).
+  - Only regular files that changed at least 2 s ago and have one link are removed; who uses them is read again right
+    before the removal. A container's C(/dev/shm) is opened confined to its root (openat2, Linux 5.6+), never through a
+    symbolic link, and must be a tmpfs.
 seealso:
   - module: gpuops.hygiene.inference_server_kill
 """
@@ -80,11 +83,25 @@ ports_free:
   returned: always
   type: bool
 shm:
-  description: Matching C(/dev/shm) files, whether each was stale, removed, or which PIDs use it.
+  description:
+    - Matching C(/dev/shm) entries, whether each was stale, removed, or which PIDs use it.
+    - C(kind) is what the entry is (C(file), C(directory), C(socket), C(symlink), ...); only regular files are removed.
+    - C(reason) says why an entry was kept (in use, not a regular file, changed less than 2 s ago, more than one hard
+      link, a process that could not be inspected, could not be removed), null for a removed or removable one.
   returned: always
   type: list
   elements: dict
-  sample: [{"path": "/dev/shm/nccl-4f2a9c", "stale": true, "removed": true, "users": []}]
+  sample: [{"path": "/dev/shm/nccl-4f2a9c", "kind": "file", "stale": true, "removed": true, "users": [],
+            "reason": null}]
+shm_error:
+  description:
+    - Why C(/dev/shm) was not read or cleaned at all, or null. The directory is opened confined to the container's
+      root without following any symbolic link and must be a tmpfs; the processes using its files are read under a
+      10 s deadline (a stalled network filesystem). Such trouble is reported here and as a warning, never as a
+      failure, so that a reset that already stopped the servers still reports what it did.
+  returned: always
+  type: str
+  sample: "/dev/shm not cleaned: dev/shm under /proc/4242/root is or passes through a symbolic link: refused"
 shm_patterns:
   description: The globs that were applied.
   returned: always
@@ -125,6 +142,8 @@ def main() -> None:
         result = check(request)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
+    if result["shm_error"]:
+        module.warn(result["shm_error"])
     module.exit_json(**result)
 
 
