@@ -54,7 +54,7 @@ def thread_holder(request, tmp_path):
 def test_files_of_a_thread_only_are_seen(thread_holder):
     mode, pid, opened, mapped = thread_holder
     if mode == "main_exited":
-        assert _procfs.state_of(pid) == "Z" and os.listdir(f"/proc/{pid}/fd") == []
+        assert _procfs.read_process(pid).main_thread_exited and os.listdir(f"/proc/{pid}/fd") == []
     assert opened in _procfs.open_files(pid)
     assert mapped in _procfs.mapped_files(pid)
     in_use = _procfs.files_in_use(pid, {"nccl-opened"})
