@@ -17,7 +17,7 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _procfs, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _presets, _procfs, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 CLEAN = "clean"
@@ -398,6 +398,11 @@ def collect(request: Request) -> dict[str, t.Any]:
             what = (f"holds {sum(holder.used_mib.values())} MiB on GPU {', '.join(map(str, shared))}"
                     if holder.listed_by_driver else f"has {', '.join(holder.devices)} open")
             judge.busy.append(f"{holder.describe()} {what}")
+        untitled = _presets.untitled_worker(holder.process.argv, holder.process.comm) if holder.process else None
+        if untitled and _orphaned(holder.process, table):
+            judge.busy.append(f"pid {holder.pid} is {untitled} whose parent has exited: it holds a stopped engine's "
+                              f"GPU memory and no server preset names it; inference_server_kill with gpu_holders=true "
+                              f"stops it")
 
     booted_at = _procfs.boot_time(request.proc)
     listed = [holder for holder in holders.values() if request.container is None or holder.in_scope
@@ -420,6 +425,16 @@ def collect(request: Request) -> dict[str, t.Any]:
         "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
         "elapsed_s": round(time.monotonic() - started, 3),
     }
+
+
+def _orphaned(process: _procfs.Process, table: dict[int, _procfs.Process]) -> bool:
+    """Reparented to an init, and the process group it was started in has lost its leader: its engine exited.
+
+    A service an init started itself leads its own group, so it is never taken for an orphan.
+    """
+    parent = table.get(process.ppid)
+    adopted = process.ppid == 1 or (parent is not None and parent.is_namespace_init)
+    return adopted and process.pgid != process.pid and process.pgid not in table
 
 
 def _span(numbers: list[int]) -> str:
