@@ -38,7 +38,7 @@ options:
     description:
       - Regular expressions for client drivers, stopped first.
       - Benchmark clients are never matched by a server preset; name them here, for example
-        V(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
+        C(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
     type: list
     elements: str
     default: []

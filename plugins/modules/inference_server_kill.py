@@ -52,11 +52,11 @@ options:
         C(-Bm), C(-X dev -m)); scripts run by C(bash) or C(sh) are matched like scripts run by Python; C(bash -c) and
         C(python -c) strings are never matched.
       - Never matched by a preset, by design - benchmark and test clients (C(python -m sglang.bench_serving),
-        C(vllm bench serve), C(benchmarks/benchmark_serving.py), C(genai-perf), C(text-generation-benchmark)): stop
-        them with O(clients), for example V(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
+        C(vllm bench serve), C(benchmarks/benchmark_serving.py), C(genai-perf), C(text-generation-benchmark)) - stop
+        them with O(clients), for example C(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
         Offline benchmarks that load a model themselves (C(vllm bench throughput), C(trtllm-bench)) hold GPUs and are
         stopped by O(gpu_holders).
-      - Never matched by a preset because nothing in them names an engine - orphaned workers without a title: vLLM's
+      - Never matched by a preset because nothing in them names an engine - orphaned workers without a title, such as vLLM's
         C(pt_main_thread) multiprocessing workers, C(python -m mpi4py.futures.server) workers, a C(mpirun) starting
         only a plain C(tritonserver), and llama.cpp's old C(server) binary. M(gpuops.hygiene.gpu_memory_facts) names
         an orphaned multiprocessing or mpi4py worker that holds a GPU in its reasons; O(gpu_holders=true) stops it.

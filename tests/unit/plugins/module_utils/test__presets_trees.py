@@ -107,7 +107,7 @@ def test_trtllm_serve_leads_its_orted_and_mpi4py_workers(grow):
 
 def test_mpirun_of_trtllm_llmapi_launch_leads_the_mgmn_nodes(grow):
     launch = "/bin/bash /usr/local/bin/trtllm-llmapi-launch trtllm-serve /models/llama --tp_size 2"
-    pids = grow(tree(f"mpirun -n 2 --allow-run-as-root trtllm-llmapi-launch trtllm-serve /models/llama --tp_size 2",
+    pids = grow(tree("mpirun -n 2 --allow-run-as-root trtllm-llmapi-launch trtllm-serve /models/llama --tp_size 2",
                      tree(launch, tree("python3 -m tensorrt_llm.llmapi.mgmn_leader_node"),
                           tree("/usr/bin/python3 /usr/local/bin/trtllm-serve /models/llama --tp_size 2")),
                      tree(launch, tree("python3 -m tensorrt_llm.llmapi.mgmn_worker_node"))))
