@@ -320,3 +320,42 @@ def test_look_alikes_match_no_preset(row_argv, comm, source):
 def test_judgement_rows_match_no_server_preset(row_argv, comm, decision, source):
     assert _presets.match_any(_presets.select(["all"]), argv_of(row_argv), comm) is None, (decision, source)
     assert (_presets.untitled_worker(argv_of(row_argv), comm) is not None) == decision.startswith("untitled"), decision
+
+
+@pytest.mark.parametrize("cmdline, module, script", [
+    ("python3 -um sglang.launch_server --tp 8", "sglang.launch_server", None),
+    ("python3 -Bm sglang.launch_server", "sglang.launch_server", None),
+    ("python3 -Bmsglang.launch_server", "sglang.launch_server", None),
+    ("python3 -X dev -m x.y", "x.y", None),
+    ("python3 -Xdev -W ignore -OO -E -s -I -m x.y", "x.y", None),
+    ("python3 -Wdefault -m x.y", "x.y", None),
+    ("python3 --check-hash-based-pycs always -m x.y", "x.y", None),
+    ("python3 -uc import x", None, None),
+    ("python3 -c import x -m y", None, None),
+    ("python3 -", None, None),
+    ("python3 -m", None, None),
+    ("python3 -u /usr/local/bin/vllm serve m", None, "vllm"),
+    ("python3 -X importtime script.py -m x.y", None, "script.py"),
+    ("/bin/bash /usr/local/bin/trtllm-llmapi-launch trtllm-serve m", None, "trtllm-llmapi-launch"),
+    ("bash -ex -o pipefail ./run.sh -c x", None, "run.sh"),
+    ("bash --norc -- ./run.sh", None, "run.sh"),
+    ("bash -lc trtllm-llmapi-launch trtllm-serve m", None, None),
+    ("sh -ec python3 -m sglang.launch_server", None, None),
+    ("bash", None, None),
+])
+def test_parse_launch_reads_flags_as_python_and_shells_do(cmdline, module, script):
+    launch = _presets.parse_launch(shlex.split(cmdline))
+    assert (launch.python_module, launch.script) == (module, script)
+
+
+@pytest.mark.parametrize("cmdline, apps", [
+    ("mpirun -n 2 trtllm-serve m", [("trtllm-serve", "m")]),
+    ("mpirun --allow-run-as-root -n 1 a x : -n 1 b y :", [("a", "x"), ("b", "y")]),
+    ("mpiexec -np 16 --hostfile h -mca plm_rsh_args '-p 12233' -x HF_TOKEN --map-by=ppr:8:node prog",
+     [("prog",)]),
+    ("mpirun -n 2 --mystery-option trtllm-serve m", []),
+    ("mpirun -n 2", []),
+    ("tritonserver -n 1 x", []),
+])
+def test_mpi_apps_find_the_program_after_the_launchers_options(cmdline, apps):
+    assert _presets.mpi_apps(shlex.split(cmdline)) == apps
