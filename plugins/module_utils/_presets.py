@@ -23,6 +23,8 @@ _PYTHON = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?[a-z]?$")
 _PYTHON_FLAGS = frozenset("bBdEhiIOPqRsSuvVx")
 _PYTHON_FLAGS_WITH_VALUE = frozenset("XW")
 _PYTHON_LONG_OPTIONS_WITH_VALUE = frozenset({"--check-hash-based-pycs"})
+# More options than any real launch has: a longer run of them names no program (and costs no time to read).
+_MAX_OPTIONS = 256
 # Shells run scripts the way interpreters do (/bin/bash /usr/local/bin/trtllm-llmapi-launch trtllm-serve ...).
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
 _SHELL_OPTIONS_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
@@ -86,7 +88,7 @@ def parse_launch(argv: t.Sequence[str]) -> Launch:
 def _python_launch(program: str, argv: t.Sequence[str]) -> Launch:
     """python3 [flags] (-m module | -c command | script) args; flags may be combined (-um, -Bm, -Xdev)."""
     index = 1
-    while index < len(argv):
+    while index < min(len(argv), _MAX_OPTIONS):
         arg = argv[index]
         if arg in _PYTHON_LONG_OPTIONS_WITH_VALUE:
             index += 2
@@ -94,9 +96,9 @@ def _python_launch(program: str, argv: t.Sequence[str]) -> Launch:
         if arg == "--":
             index += 1
             break
-        if arg.startswith("--") or arg == "-":
-            if arg == "-":
-                return Launch(program, None, None, ())
+        if arg == "-":
+            return Launch(program, None, None, ())
+        if arg.startswith("--"):
             index += 1
             continue
         if not arg.startswith("-"):
@@ -107,7 +109,7 @@ def _python_launch(program: str, argv: t.Sequence[str]) -> Launch:
         if action in ("c", "m"):
             return Launch(program, None, None, ())
         index += 1 + used
-    if index >= len(argv):
+    if index >= min(len(argv), _MAX_OPTIONS):
         return Launch(program, None, None, ())
     return Launch(program, None, os.path.basename(argv[index]), tuple(argv[index + 1:]))
 
@@ -128,7 +130,7 @@ def _python_flags(cluster: str, following: str | None) -> tuple[str | None, str 
 def _shell_launch(program: str, argv: t.Sequence[str]) -> Launch:
     """bash [options] script args; `bash -c ...` runs a command string, which names no script."""
     index = 1
-    while index < len(argv):
+    while index < min(len(argv), _MAX_OPTIONS):
         arg = argv[index]
         if arg in _SHELL_OPTIONS_WITH_VALUE:
             index += 2
@@ -141,7 +143,7 @@ def _shell_launch(program: str, argv: t.Sequence[str]) -> Launch:
         if not arg.startswith("--") and "c" in arg[1:]:
             return Launch(program, None, None, ())
         index += 1
-    if index >= len(argv):
+    if index >= min(len(argv), _MAX_OPTIONS):
         return Launch(program, None, None, ())
     return Launch(program, None, os.path.basename(argv[index]), tuple(argv[index + 1:]))
 
@@ -166,7 +168,7 @@ def mpi_apps(argv: t.Sequence[str]) -> list[tuple[str, ...]]:
 def _mpi_program(context: list[str]) -> int | None:
     """Where the program starts in one app context; None after an option not known to take no value or one."""
     index = 0
-    while index < len(context) and context[index].startswith("-"):
+    while index < min(len(context), _MAX_OPTIONS) and context[index].startswith("-"):
         option = context[index]
         if option in _MPI_OPTIONS_WITH_TWO_VALUES:
             index += 3
@@ -176,7 +178,7 @@ def _mpi_program(context: list[str]) -> int | None:
             index += 1
         else:
             return None
-    return index if index < len(context) else None
+    return index if index < min(len(context), _MAX_OPTIONS) else None
 
 
 @dataclass(frozen=True)
@@ -235,8 +237,9 @@ def _mpi_launch_of_trtllm(argv: list[str]) -> str | None:
     """
     apps = mpi_apps(argv)
     trtllm = PRESETS["trtllm"]
+    # A launcher starting a launcher is never followed: one level, whatever a command line nests.
     for app in apps:
-        why = trtllm.match(app, os.path.basename(app[0])[:15])
+        why = None if os.path.basename(app[0]) in _MPI_LAUNCHERS else trtllm.match(app, os.path.basename(app[0])[:15])
         if why:
             return f"{argv[0]} starting {why}"
     signature = [f"--backend-config=python,shm-region-prefix-name=prefix{rank}_" for rank in range(len(apps))]

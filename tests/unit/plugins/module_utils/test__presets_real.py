@@ -13,6 +13,7 @@ benchmarks and untitled workers belong to no server preset.
 from __future__ import annotations
 
 import shlex
+import time
 
 import pytest
 
@@ -359,3 +360,16 @@ def test_parse_launch_reads_flags_as_python_and_shells_do(cmdline, module, scrip
 ])
 def test_mpi_apps_find_the_program_after_the_launchers_options(cmdline, apps):
     assert _presets.mpi_apps(shlex.split(cmdline)) == apps
+
+
+def test_a_hostile_command_line_of_nested_launchers_or_endless_options_is_read_at_once():
+    argv = ["mpirun"] * 5000 + ["trtllm-serve", "m"]
+    assert _presets.match_any(_presets.select(["all"]), argv, "mpirun") is None
+    assert _presets.match_any(_presets.select(["all"]), ["mpirun", "-n", "2"] * 5000 + ["trtllm-serve"], "mpirun") \
+        is None
+    started = time.monotonic()
+    assert _presets.match_any(_presets.select(["all"]), ["python3", "-u"] + ["-X", "dev"] * 500000 + ["-m", "x"],
+                              "python3") is None
+    assert _presets.match_any(_presets.select(["all"]), ["bash"] + ["-x"] * 1000000 + ["trtllm-llmapi-launch"],
+                              "bash") is None
+    assert time.monotonic() - started < 5, "options past any real launch's count are not read one by one"
