@@ -398,11 +398,10 @@ def collect(request: Request) -> dict[str, t.Any]:
             what = (f"holds {sum(holder.used_mib.values())} MiB on GPU {', '.join(map(str, shared))}"
                     if holder.listed_by_driver else f"has {', '.join(holder.devices)} open")
             judge.busy.append(f"{holder.describe()} {what}")
-        untitled = _presets.untitled_worker(holder.process.argv, holder.process.comm) if holder.process else None
-        if untitled and _orphaned(holder.process, table):
-            judge.busy.append(f"pid {holder.pid} is {untitled} whose parent has exited: it holds a stopped engine's "
-                              f"GPU memory and no server preset names it; inference_server_kill with gpu_holders=true "
-                              f"stops it")
+        advice = _presets.orphan_advice(holder.process.argv, holder.process.comm) if holder.process else None
+        if advice and _orphaned(holder.process, table):
+            judge.busy.append(f"pid {holder.pid} was left behind by a stopped engine (its parent and its process "
+                              f"group's leader have exited): {advice}")
 
     booted_at = _procfs.boot_time(request.proc)
     listed = [holder for holder in holders.values() if request.container is None or holder.in_scope

@@ -364,6 +364,17 @@ def untitled_worker(argv: t.Sequence[str], comm: str) -> str | None:
     return None
 
 
+def orphan_advice(argv: t.Sequence[str], comm: str) -> str | None:
+    """What a GPU holder left behind by its engine is, and which option of inference_server_kill stops it."""
+    owner = next((preset.name for preset in PRESETS.values() if preset.match(argv, comm)), None)
+    if owner:
+        return f"the {owner} preset names it; inference_server_kill with servers=[{owner}] stops it"
+    untitled = untitled_worker(argv, comm)
+    if untitled:
+        return f"{untitled}, which no server preset names; inference_server_kill with gpu_holders=true stops it"
+    return None
+
+
 def is_bystander(argv: t.Sequence[str], comm: str) -> bool:
     program = os.path.basename(argv[0]) if argv else comm
     return program in BYSTANDERS or comm in BYSTANDERS

@@ -56,10 +56,12 @@ options:
         them with O(clients), for example C(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
         Offline benchmarks that load a model themselves (C(vllm bench throughput), C(trtllm-bench)) hold GPUs and are
         stopped by O(gpu_holders).
-      - Never matched by a preset because nothing in them names an engine - orphaned workers without a title, such as vLLM's
-        C(pt_main_thread) multiprocessing workers, C(python -m mpi4py.futures.server) workers, a C(mpirun) starting
+      - Never matched by a preset because nothing in them names an engine - orphaned workers without a title, such as
+        vLLM's C(pt_main_thread) multiprocessing workers, C(python -m mpi4py.futures.server) workers, a C(mpirun) starting
         only a plain C(tritonserver), and llama.cpp's old C(server) binary. M(gpuops.hygiene.gpu_memory_facts) names
         an orphaned multiprocessing or mpi4py worker that holds a GPU in its reasons; O(gpu_holders=true) stops it.
+        An orphaned process that a preset matches (C(ollama_llama_server), C(triton_python_backend_stub),
+        C(VLLM::Worker_TP0)) is named there with the preset that stops it.
         While their engine runs, such processes (and C(orted)) are members of its tree and stop with it.
     type: list
     elements: str

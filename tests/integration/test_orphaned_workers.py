@@ -14,12 +14,12 @@ WORKER = "python3 -c from_multiprocessing.spawn_import_spawn_main;spawn_main(tra
          "--multiprocessing-fork"
 
 
-def start_worker(host: str, orphaned: bool) -> int:
+def start_worker(host: str, orphaned: bool, title: str = WORKER) -> int:
     """The worker, from a shell that exits at once (orphaned) or stays its parent."""
-    holder = f"python3 -m gpusim.engines holder --title '{WORKER}' --gpus 0 --mib 40960 {'-' * 160}"
+    holder = f"python3 -m gpusim.engines holder --title '{title}' --gpus 0 --mib 40960 {'-' * 160}"
     fleet.start_detached(host, ["bash", "-c", f"{holder} & {'exit 0' if orphaned else 'wait'}"])
     wait_for_gpu_holders(host, 1)
-    worker = wait_until(lambda: [proc for proc in processes(host) if proc.args == WORKER], message="the worker")[0]
+    worker = wait_until(lambda: [proc for proc in processes(host) if proc.args == title], message="the worker")[0]
     if orphaned:
         wait_until(lambda: [proc for proc in processes(host) if proc.pid == worker.pid and proc.ppid == 1],
                    message="the worker reparented to init")
@@ -32,9 +32,13 @@ def facts(sim, playbook, host):
     return run.result("Read GPU memory", host)["ansible_facts"]["gpu_memory"]
 
 
-def advice(pid: int) -> str:
-    return (f"pid {pid} is a Python multiprocessing worker (python3) whose parent has exited: it holds a stopped "
-            f"engine's GPU memory and no server preset names it; inference_server_kill with gpu_holders=true stops it")
+def advice(pid: int, what: str) -> str:
+    return (f"pid {pid} was left behind by a stopped engine (its parent and its process group's leader have exited): "
+            f"{what}")
+
+
+UNTITLED = ("a Python multiprocessing worker (python3), which no server preset names; inference_server_kill with "
+            "gpu_holders=true stops it")
 
 
 def kill(sim, playbook, host, **options):
@@ -49,7 +53,7 @@ def test_an_orphaned_worker_is_named_and_stopped_only_as_a_gpu_holder(sim, playb
     pid = start_worker(host, orphaned=True)
     found = facts(sim, playbook, host)
     assert found["verdict"] == "busy"
-    assert advice(pid) in found["reasons"]
+    assert advice(pid, UNTITLED) in found["reasons"]
     assert kill(sim, playbook, host, servers=["all"])["killed"] == []
     assert alive(host, "--multiprocessing-fork")
     result = kill(sim, playbook, host, servers=["all"], gpu_holders=True)
@@ -64,3 +68,16 @@ def test_a_worker_whose_parent_lives_gets_no_orphan_advice(sim, playbook):
     assert found["verdict"] == "busy"
     assert not [reason for reason in found["reasons"] if "whose parent has exited" in reason], found["reasons"]
     assert any(f"held by pid {pid} " in reason for reason in found["reasons"]), found["reasons"]
+
+
+def test_an_orphaned_ollama_runner_is_named_with_the_preset_that_stops_it(sim, playbook):
+    """ollama_llama_server left holding the GPU after `ollama serve` got SIGKILL (ollama/ollama#5642)."""
+    host = sim.host()
+    title = ("/tmp/ollama1711348412/runners/cuda_v12/ollama_llama_server --model "
+             "/root/.ollama/models/blobs/sha256-6a07 --ctx-size 2048 --parallel 1 --port 38033")
+    pid = start_worker(host, orphaned=True, title=title)
+    found = facts(sim, playbook, host)
+    named = advice(pid, "the ollama preset names it; inference_server_kill with servers=[ollama] stops it")
+    assert named in found["reasons"]
+    result = kill(sim, playbook, host, servers=["ollama"])
+    assert [entry["pid"] for entry in result["killed"]] == [pid]

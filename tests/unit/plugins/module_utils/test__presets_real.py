@@ -221,7 +221,8 @@ LOOK_ALIKES = [
     ("ollama ps", "ollama", f"{OLLAMA}/issues/7927"),
     ("llama-cli -m model.gguf -p 'I believe the meaning of life is' -n 128", "llama-cli",
      f"{LLAMACPP}/blob/master/README.md"),
-    ("llama-bench -m models/7B/ggml-model-q4_0.gguf", "llama-bench", f"{LLAMACPP}/blob/master/tools/llama-bench/README.md"),
+    ("llama-bench -m models/7B/ggml-model-q4_0.gguf", "llama-bench",
+     f"{LLAMACPP}/blob/master/tools/llama-bench/README.md"),
     ("mpirun --allow-run-as-root -n 1 tritonserver --model-repository=/models", "mpirun",
      "mpirun starting a plain tritonserver: nothing says TensorRT-LLM"),
     ("mpirun -n 2 python3 train.py --notes trtllm-serve", "mpirun", "an argument that names the engine"),
@@ -373,3 +374,22 @@ def test_a_hostile_command_line_of_nested_launchers_or_endless_options_is_read_a
     assert _presets.match_any(_presets.select(["all"]), ["bash"] + ["-x"] * 1000000 + ["trtllm-llmapi-launch"],
                               "bash") is None
     assert time.monotonic() - started < 5, "options past any real launch's count are not read one by one"
+
+
+@pytest.mark.parametrize("row_argv, comm, advice", [
+    (f"/usr/bin/python3 -c {SPAWN_MAIN} --multiprocessing-fork", "pt_main_thread",
+     "a Python multiprocessing worker (pt_main_thread), which no server preset names; inference_server_kill with "
+     "gpu_holders=true stops it"),
+    ("/opt/tritonserver/backends/python/triton_python_backend_stub /models/pre/1/model.py prefix0_1 1048576 1048576 "
+     "2034 /opt/tritonserver/backends/python 336 pre_0_0 DEFAULT", "triton_python_b",
+     "the triton preset names it; inference_server_kill with servers=[triton] stops it"),
+    (["VLLM::Worker_TP0"], "VLLM::Worker_TP",
+     "the vllm preset names it; inference_server_kill with servers=[vllm] stops it"),
+    (RANK1, "tritonserver", "the trtllm preset names it; inference_server_kill with servers=[trtllm] stops it"),
+    ("python3 train.py", "pt_main_thread", "a Python multiprocessing worker (pt_main_thread), which no server preset "
+     "names; inference_server_kill with gpu_holders=true stops it"),
+    ("python3 train.py", "python3", None),
+    ("tail -f /var/log/vllm.log", "tail", None),
+])
+def test_orphan_advice_names_the_option_that_stops_the_holder(row_argv, comm, advice):
+    assert _presets.orphan_advice(argv_of(row_argv), comm) == advice
