@@ -455,6 +455,10 @@ def collect(request: Request) -> dict[str, t.Any]:
             what = (f"holds {sum(holder.used_mib.values())} MiB on GPU {', '.join(map(str, shared))}"
                     if holder.listed_by_driver else f"has {', '.join(holder.devices)} open")
             judge.busy.append(f"{holder.describe()} {what}")
+        advice = _presets.orphan_advice(holder.process.argv, holder.process.comm) if holder.process else None
+        if advice and _orphaned(holder.process, table):
+            judge.busy.append(f"pid {holder.pid} was left behind by a stopped engine (its parent and its process "
+                              f"group's leader have exited): {advice}")
 
     booted_at = _procfs.boot_time(request.proc)
     listed = [holder for holder in holders.values() if request.container is None or holder.in_scope
@@ -484,6 +488,16 @@ def _over_threshold(holder: Holder, request: Request) -> bool:
     return holder.listed_by_driver and any(mib > request.idle_threshold_mib for mib in holder.used_mib.values())
 
 
+def _orphaned(process: _procfs.Process, table: dict[int, _procfs.Process]) -> bool:
+    """Reparented to an init, and the process group it was started in has lost its leader: its engine exited.
+
+    A service an init started itself leads its own group, so it is never taken for an orphan.
+    """
+    parent = table.get(process.ppid)
+    adopted = process.ppid == 1 or (parent is not None and parent.is_namespace_init)
+    return adopted and process.pgid != process.pid and process.pgid not in table
+
+
 def _span(numbers: list[int]) -> str:
     consecutive = all(later == earlier + 1 for earlier, later in zip(numbers, numbers[1:]))
     return f"{numbers[0]}-{numbers[-1]}" if consecutive and len(numbers) > 2 else ", ".join(map(str, numbers))
@@ -497,7 +511,7 @@ def held_reasons(held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]], thres
         if groups and len(owners) == 1:
             last_gpu, last_used, last_owners = groups[-1][-1]
             if len(last_owners) == 1 and last_used == used and last_gpu.index + 1 == gpu.index \
-                    and last_owners[0].family() == owners[0].family():
+                    and last_owners[0].family() == owners[0].family() and last_owners[0].pid != owners[0].pid:
                 groups[-1].append(record)
                 continue
         groups.append([record])

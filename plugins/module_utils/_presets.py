@@ -20,8 +20,31 @@ import typing as t
 from dataclasses import dataclass
 
 _PYTHON = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?[a-z]?$")
-# Interpreter options that take a separate value (python3 -X dev -W ignore -m ...).
-_PYTHON_OPTIONS_WITH_VALUE = frozenset({"-X", "-W", "--check-hash-based-pycs"})
+# Python's one-letter flags that take no value; -X and -W take one, attached or next.
+_PYTHON_FLAGS = frozenset("bBdEhiIOPqRsSuvVx")
+_PYTHON_FLAGS_WITH_VALUE = frozenset("XW")
+_PYTHON_LONG_OPTIONS_WITH_VALUE = frozenset({"--check-hash-based-pycs"})
+# More options than any real launch has: a longer run of them names no program (and costs no time to read).
+_MAX_OPTIONS = 256
+# Shells run scripts the way interpreters do (/bin/bash /usr/local/bin/trtllm-llmapi-launch trtllm-serve ...).
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+_SHELL_OPTIONS_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+# MPI launchers: the program they start comes after their own options (mpirun -n 1 tritonserver ... : -n 1 ...).
+_MPI_LAUNCHERS = frozenset({"mpirun", "mpiexec", "orterun", "prterun", "mpiexec.hydra"})
+_MPI_OPTIONS_WITH_VALUE = frozenset({
+    "-n", "-np", "--np", "-c", "-N", "--n", "-npernode", "--npernode", "-ppn", "--ppn", "-x", "-H", "-host", "--host",
+    "-hostfile", "--hostfile", "-machinefile", "--machinefile", "--map-by", "-map-by", "--rank-by", "--bind-to",
+    "-bind-to", "-wdir", "--wdir", "-wd", "--prefix", "--output-filename", "--timeout", "-env", "-genv", "--mca",
+    "-mca", "--gmca", "-gmca", "--rankfile", "-rf",
+})
+_MPI_OPTIONS_WITH_TWO_VALUES = frozenset({"--mca", "-mca", "--gmca", "-gmca", "-env", "-genv"})
+_MPI_FLAGS = frozenset({
+    "--allow-run-as-root", "--oversubscribe", "-oversubscribe", "--tag-output", "-tag-output", "--report-bindings",
+    "-report-bindings", "--display-map", "-display-map", "--timestamp-output", "-v", "--verbose", "-q", "--quiet",
+    "--noprefix", "--bind-to-core", "--bind-to-socket", "--merge-stderr-to-stdout", "--use-hwthread-cpus",
+    "--enable-recovery", "--disable-recovery",
+})
+
 
 # Programs that only look at servers (or hold them in a terminal): a user pattern that
 # matches their command line must not make them targets, and what runs below them is no
@@ -83,25 +106,107 @@ def parse_launch(argv: t.Sequence[str]) -> Launch:
     if not argv:
         return Launch("", None, None, ())
     program = os.path.basename(argv[0])
-    if not _PYTHON.match(program):
-        return Launch(program, None, None, tuple(argv[1:]))
+    if _PYTHON.match(program):
+        return _python_launch(program, argv)
+    if program in _SHELLS:
+        return _shell_launch(program, argv)
+    return Launch(program, None, None, tuple(argv[1:]))
+
+
+def _python_launch(program: str, argv: t.Sequence[str]) -> Launch:
+    """python3 [flags] (-m module | -c command | script) args; flags may be combined (-um, -Bm, -Xdev)."""
     index = 1
-    while index < len(argv):
+    while index < min(len(argv), _MAX_OPTIONS):
         arg = argv[index]
-        if arg == "-m" and index + 1 < len(argv):
-            return Launch(program, argv[index + 1], None, tuple(argv[index + 2:]))
-        if arg.startswith("-m") and len(arg) > 2:
-            return Launch(program, arg[2:], None, tuple(argv[index + 1:]))
-        if arg == "-c" or arg.startswith("-c"):
-            return Launch(program, None, None, ())
-        if arg in _PYTHON_OPTIONS_WITH_VALUE:
+        if arg in _PYTHON_LONG_OPTIONS_WITH_VALUE:
             index += 2
             continue
-        if arg.startswith("-"):
+        if arg == "--":
+            index += 1
+            break
+        if arg == "-":
+            return Launch(program, None, None, ())
+        if arg.startswith("--"):
             index += 1
             continue
-        return Launch(program, None, os.path.basename(arg), tuple(argv[index + 1:]))
-    return Launch(program, None, None, ())
+        if not arg.startswith("-"):
+            break
+        action, value, used = _python_flags(arg[1:], argv[index + 1] if index + 1 < len(argv) else None)
+        if action == "m" and value:
+            return Launch(program, value, None, tuple(argv[index + 1 + used:]))
+        if action in ("c", "m"):
+            return Launch(program, None, None, ())
+        index += 1 + used
+    if index >= min(len(argv), _MAX_OPTIONS):
+        return Launch(program, None, None, ())
+    return Launch(program, None, os.path.basename(argv[index]), tuple(argv[index + 1:]))
+
+
+def _python_flags(cluster: str, following: str | None) -> tuple[str | None, str | None, int]:
+    """One cluster of short flags: ('m'/'c', its value, next-args used), or (None, None, next-args used)."""
+    for position, letter in enumerate(cluster):
+        rest = cluster[position + 1:]
+        if letter in ("m", "c"):
+            return (letter, rest, 0) if rest else (letter, following, 1)
+        if letter in _PYTHON_FLAGS_WITH_VALUE:
+            return None, None, 0 if rest else 1
+        if letter not in _PYTHON_FLAGS:
+            return None, None, 0
+    return None, None, 0
+
+
+def _shell_launch(program: str, argv: t.Sequence[str]) -> Launch:
+    """bash [options] script args; `bash -c ...` runs a command string, which names no script."""
+    index = 1
+    while index < min(len(argv), _MAX_OPTIONS):
+        arg = argv[index]
+        if arg in _SHELL_OPTIONS_WITH_VALUE:
+            index += 2
+            continue
+        if arg == "--":
+            index += 1
+            break
+        if not arg.startswith(("-", "+")):
+            break
+        if not arg.startswith("--") and "c" in arg[1:]:
+            return Launch(program, None, None, ())
+        index += 1
+    if index >= min(len(argv), _MAX_OPTIONS):
+        return Launch(program, None, None, ())
+    return Launch(program, None, os.path.basename(argv[index]), tuple(argv[index + 1:]))
+
+
+def mpi_apps(argv: t.Sequence[str]) -> list[tuple[str, ...]]:
+    """The command lines an MPI launcher starts, one per app context (`:` separates them); [] for other programs."""
+    if not argv or os.path.basename(argv[0]) not in _MPI_LAUNCHERS:
+        return []
+    apps: list[tuple[str, ...]] = []
+    context: list[str] = []
+    for arg in list(argv[1:]) + [":"]:
+        if arg != ":":
+            context.append(arg)
+            continue
+        program = _mpi_program(context)
+        if program is not None:
+            apps.append(tuple(context[program:]))
+        context = []
+    return apps
+
+
+def _mpi_program(context: list[str]) -> int | None:
+    """Where the program starts in one app context; None after an option not known to take no value or one."""
+    index = 0
+    while index < min(len(context), _MAX_OPTIONS) and context[index].startswith("-"):
+        option = context[index]
+        if option in _MPI_OPTIONS_WITH_TWO_VALUES:
+            index += 3
+        elif option in _MPI_OPTIONS_WITH_VALUE:
+            index += 2
+        elif option in _MPI_FLAGS or (option.startswith("--") and option.partition("=")[0] in _MPI_OPTIONS_WITH_VALUE):
+            index += 1
+        else:
+            return None
+    return index if index < min(len(context), _MAX_OPTIONS) else None
 
 
 @dataclass(frozen=True)
@@ -145,6 +250,30 @@ def _triton_with_trtllm(launch: Launch, comm: str) -> str | None:
         return "program tritonserver with the tensorrtllm backend"
     if launch.command == "trtllmExecutorWorker" or comm == "trtllmExecutorW":
         return "program trtllmExecutorWorker"
+    if launch.program in _MPI_LAUNCHERS:
+        return _mpi_launch_of_trtllm([launch.program, *launch.args])
+    return None
+
+
+def _mpi_launch_of_trtllm(argv: list[str]) -> str | None:
+    """mpirun starting TensorRT-LLM ranks: it leads them all, rank 0 included, whatever rank 0's own argv says.
+
+    launch_triton_server.py starts `mpirun -n 1 tritonserver ... : -n 1 tritonserver ... --load-model=tensorrt_llm`
+    and exits; rank 0's tritonserver names no backend, so the mpirun, whose argv holds every rank, is the root.
+    With one rank, only the launcher's own shape tells: every app ends with
+    --backend-config=python,shm-region-prefix-name=prefix<rank>_ and a trailing `:`.
+    """
+    apps = mpi_apps(argv)
+    trtllm = PRESETS["trtllm"]
+    # A launcher starting a launcher is never followed: one level, whatever a command line nests.
+    for app in apps:
+        why = None if os.path.basename(app[0]) in _MPI_LAUNCHERS else trtllm.match(app, os.path.basename(app[0])[:15])
+        if why:
+            return f"{argv[0]} starting {why}"
+    signature = [f"--backend-config=python,shm-region-prefix-name=prefix{rank}_" for rank in range(len(apps))]
+    if apps and argv[-1] == ":" and all(os.path.basename(app[0]) == "tritonserver" and app[-1] == expected
+                                        for app, expected in zip(apps, signature)):
+        return f"{argv[0]} starting tritonserver ranks the way launch_triton_server.py does"
     return None
 
 
@@ -170,7 +299,7 @@ PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
         shm_patterns=_NCCL_TORCH_SHM,
         modules=frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"}),
         commands_with_subcommand=(("vllm", frozenset({"serve"})),),
-        title_prefixes=("VLLM::", "VllmWorkerProcess", "ray::RayWorkerWrapper"),
+        title_prefixes=("VLLM::", "VllmWorkerProcess", "ray::RayWorkerWrapper", "ray::RayWorkerVllm"),
     ),
     Preset(
         name="tgi",
@@ -183,21 +312,23 @@ PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
     ),
     Preset(
         name="trtllm",
-        description="TensorRT-LLM: trtllm-serve, and Triton serving the TensorRT-LLM backend",
+        description="TensorRT-LLM: trtllm-serve, trtllm-llmapi-launch and its MGMN nodes, mpirun starting them, "
+                    "and Triton serving the TensorRT-LLM backend",
         grace_period_s=30,
         ports=(8000,),
         shm_patterns=_NCCL_TORCH_SHM,
         commands=frozenset({"trtllm-serve", "trtllm-llmapi-launch"}),
-        modules=frozenset({"tensorrt_llm.commands.serve"}),
+        modules=frozenset({"tensorrt_llm.commands.serve", "tensorrt_llm.llmapi.mgmn_leader_node",
+                           "tensorrt_llm.llmapi.mgmn_worker_node"}),
         extra=_triton_with_trtllm,
     ),
     Preset(
         name="triton",
-        description="Triton Inference Server: tritonserver",
+        description="Triton Inference Server: tritonserver and its Python backend stubs",
         grace_period_s=30,
         ports=(8000, 8001, 8002),
         shm_patterns=("nccl-*", "triton_*"),
-        commands=frozenset({"tritonserver"}),
+        commands=frozenset({"tritonserver", "triton_python_backend_stub"}),
     ),
     Preset(
         name="llamacpp",
@@ -275,6 +406,34 @@ def is_wrapper(argv: t.Sequence[str], comm: str) -> bool:
     program = os.path.basename(argv[0]) if argv else ""
     return program in _WRAPPERS or _comm_in(comm, frozenset(_WRAPPERS)) or \
         (program in _SHELLS and _shell_string(argv) is not None)
+
+
+def untitled_worker(argv: t.Sequence[str], comm: str) -> str | None:
+    """What a GPU-holding worker is that names no engine, so that no preset can safely claim it.
+
+    vLLM's multiprocessing workers (comm pt_main_thread, argv `python -c "from multiprocessing.spawn import
+    spawn_main; ..." --multiprocessing-fork`) and TensorRT-LLM's mpi4py workers look like any PyTorch or mpi4py
+    program's; orphaned after their server died, only the GPU they hold ties them to it.
+    """
+    if match_any(PRESETS.values(), argv, comm):
+        return None
+    launch = parse_launch(argv)
+    if launch.python_module == "mpi4py.futures.server":
+        return "an mpi4py worker (python -m mpi4py.futures.server)"
+    if comm == "pt_main_thread" or (_PYTHON.match(launch.program) and "--multiprocessing-fork" in argv):
+        return f"a Python multiprocessing worker ({comm})"
+    return None
+
+
+def orphan_advice(argv: t.Sequence[str], comm: str) -> str | None:
+    """What a GPU holder left behind by its engine is, and which option of inference_server_kill stops it."""
+    owner = next((preset.name for preset in PRESETS.values() if preset.match(argv, comm)), None)
+    if owner:
+        return f"the {owner} preset names it; inference_server_kill with servers=[{owner}] stops it"
+    untitled = untitled_worker(argv, comm)
+    if untitled:
+        return f"{untitled}, which no server preset names; inference_server_kill with gpu_holders=true stops it"
+    return None
 
 
 def is_bystander(argv: t.Sequence[str], comm: str) -> bool:

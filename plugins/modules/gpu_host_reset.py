@@ -35,7 +35,10 @@ options:
     elements: str
     default: [all]
   clients:
-    description: Regular expressions for client drivers, stopped first.
+    description:
+      - Regular expressions for client drivers, stopped first.
+      - Benchmark clients are never matched by a server preset; name them here, for example
+        C(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
     type: list
     elements: str
     default: []

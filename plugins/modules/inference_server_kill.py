@@ -49,13 +49,34 @@ options:
     description:
       - Engine presets. Each matches the real launch shapes of its engine, never a substring of a command line.
       - V(sglang) - C(python -m sglang.launch_server), C(sglang serve), the SGLang router, workers titled C(sglang::*).
-      - V(vllm) - C(vllm serve), C(python -m vllm.entrypoints.openai.api_server), C(VLLM::*) processes, Ray workers.
+      - V(vllm) - C(vllm serve), C(python -m vllm.entrypoints.openai.api_server), C(VLLM::*) processes, Ray workers
+        titled C(ray::RayWorkerWrapper) or (older vLLM) C(ray::RayWorkerVllm).
       - V(tgi) - C(text-generation-launcher), C(text-generation-router), C(text-generation-server serve).
-      - V(trtllm) - C(trtllm-serve), C(launch_triton_server.py), C(tritonserver) with the TensorRT-LLM backend.
-      - V(triton) - C(tritonserver).
+      - V(trtllm) - C(trtllm-serve), C(trtllm-llmapi-launch) (a bash script, matched as the script it runs) with its
+        C(python3 -m tensorrt_llm.llmapi.mgmn_leader_node) and C(mgmn_worker_node) ranks, C(launch_triton_server.py),
+        C(tritonserver) with the TensorRT-LLM backend, and an MPI launcher (C(mpirun), C(mpiexec), C(orterun)) whose
+        own command line starts any of these. The launcher's C(mpirun) is the root that covers Triton's rank 0, whose
+        C(tritonserver) command line names no backend; with one rank it is known by the exact shape
+        C(launch_triton_server.py) gives it. The model repository is never read.
+      - V(triton) - C(tritonserver) and its C(triton_python_backend_stub) processes.
       - V(llamacpp) - C(llama-server), C(python -m llama_cpp.server).
-      - V(ollama) - C(ollama serve), C(ollama runner).
+      - V(ollama) - C(ollama serve), C(ollama runner), C(ollama_llama_server) (also when orphaned).
       - V(all) - every preset.
+      - Interpreter flags are read as Python reads them, combined or not (C(python3 -um sglang.launch_server),
+        C(-Bm), C(-X dev -m)); scripts run by C(bash) or C(sh) are matched like scripts run by Python; C(bash -c) and
+        C(python -c) strings are never matched.
+      - Never matched by a preset, by design - benchmark and test clients (C(python -m sglang.bench_serving),
+        C(vllm bench serve), C(benchmarks/benchmark_serving.py), C(genai-perf), C(text-generation-benchmark)) - stop
+        them with O(clients), for example C(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
+        Offline benchmarks that load a model themselves (C(vllm bench throughput), C(trtllm-bench)) hold GPUs and are
+        stopped by O(gpu_holders).
+      - Never matched by a preset because nothing in them names an engine - orphaned workers without a title, such as
+        vLLM's C(pt_main_thread) multiprocessing workers, C(python -m mpi4py.futures.server) workers, a C(mpirun) starting
+        only a plain C(tritonserver), and llama.cpp's old C(server) binary. M(gpuops.hygiene.gpu_memory_facts) names
+        an orphaned multiprocessing or mpi4py worker that holds a GPU in its reasons; O(gpu_holders=true) stops it.
+        An orphaned process that a preset matches (C(ollama_llama_server), C(triton_python_backend_stub),
+        C(VLLM::Worker_TP0)) is named there with the preset that stops it.
+        While their engine runs, such processes (and C(orted)) are members of its tree and stop with it.
     type: list
     elements: str
     default: []

@@ -28,6 +28,13 @@ def test_a_tp_group_is_one_reason():
         "GPUs 0-3: 95944 MiB used each > idle threshold 100 MiB, held by pids 100-103 (VLLM::Worker_TP0-3) in the host"]
 
 
+def test_one_process_on_two_gpus_is_no_tp_group():
+    python = holder(27, "python3 train.py")
+    reasons = _gpu_facts.held_reasons([held(0, 2048, python), held(1, 2048, python)], 100)
+    assert [reason.split(":")[0] for reason in reasons] == ["GPU 0 (00000000", "GPU 1 (00000000"]
+    assert all("held by pid 27 (python3 train.py) in the host" in reason for reason in reasons)
+
+
 def test_groups_break_on_size_gap_family_and_place():
     lxc = ("/lxc/200/ns",)
     records = [

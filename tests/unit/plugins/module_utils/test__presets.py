@@ -29,11 +29,11 @@ ENGINE_PROCESSES = [
     ("VLLM::APIServer", "VLLM::APIServer", "vllm"),
     ("ray::RayWorkerWrapper.execute_method", "ray::RayWorkerW", "vllm"),
     ("text-generation-launcher --model-id meta-llama/Llama-3.1-70B-Instruct --num-shard 8 --port 8080",
-     "text-generation-", "tgi"),
+     "text-generation", "tgi"),
     ("text-generation-router --max-concurrent-requests 128 --port 8080 --master-shard-uds-path "
-     "/tmp/text-generation-server-0", "text-generation-", "tgi"),
+     "/tmp/text-generation-server-0", "text-generation", "tgi"),
     ("/opt/conda/bin/python3.11 /opt/conda/bin/text-generation-server serve /data/model --sharded --rank 3",
-     "text-generation-", "tgi"),
+     "text-generation", "tgi"),
     ("trtllm-serve /models/llama-70b --tp_size 8 --port 8000", "trtllm-serve", "trtllm"),
     ("/usr/bin/python3 /usr/local/bin/trtllm-serve serve /engines/llama --backend pytorch", "trtllm-serve", "trtllm"),
     ("python3 /app/scripts/launch_triton_server.py --world_size 8 --model_repo /models/trtllm", "python3", "trtllm"),
@@ -63,8 +63,8 @@ LOOK_ALIKES = [
     ("docker run --gpus all vllm/vllm-openai --model x", "docker"),
     ("ssh gpu-07 vllm serve x", "ssh"),
     ("sh -c python3 -m sglang.launch_server --tp 8", "sh"),
-    ("text-generation-server download-weights meta-llama/Llama-3.1-70B-Instruct", "text-generation-"),
-    ("text-generation-benchmark --tokenizer-name x", "text-generation-"),
+    ("text-generation-server download-weights meta-llama/Llama-3.1-70B-Instruct", "text-generation"),
+    ("text-generation-benchmark --tokenizer-name x", "text-generation"),
     ("ollama run llama3.1", "ollama"),
     ("ollama list", "ollama"),
     ("llama-cli -m x.gguf -p hello", "llama-cli"),
@@ -98,7 +98,7 @@ def test_rules_say_why():
         "preset sglang: python -m sglang.launch_server"
     assert _presets.match_any(_presets.select(["vllm"]), ["VLLM::Worker_TP3"], "VLLM::Worker_TP") == \
         "preset vllm: worker title VLLM::*"
-    assert _presets.match_any(_presets.select(["tgi"]), ["text-generation-launcher"], "text-generation-") == \
+    assert _presets.match_any(_presets.select(["tgi"]), ["text-generation-launcher"], "text-generation") == \
         "preset tgi: program text-generation-launcher"
 
 
