@@ -15,6 +15,9 @@ from gpusim.testing import REPO, run_playbook, wait_for_gpu_holders, wait_until
 LEFTOVERS = "Check leftovers"
 FACTS = "Read GPU memory"
 OLD = "touch -d '1 hour ago'"
+# touch sets the status-change time to now, and a file changed less than 2 s ago is never removed (it may be a
+# starting server's segment): a test waits this long after making its old files.
+SETTLED_AGE = "sleep 2.1"
 
 # A process that keeps a /dev/shm file and /dev/nvidia0 open from a second thread only:
 # the main thread then exits (state Z, Threads 2), or the thread got its own descriptor table.
@@ -82,7 +85,7 @@ def test_s01_a_container_cannot_point_the_node_at_its_own_files(sim, playbook, a
         sh(node, "umount /dev/shm && rmdir /dev/shm && ln -s /tmp/nodefiles /dev/shm", container="200")
     else:
         sh(node, f"umount /dev/shm && mount -t ramfs ramfs /dev/shm && echo x > /dev/shm/nccl-ct && "
-                 f"{OLD} /dev/shm/nccl-ct", container="200")
+                 f"{OLD} /dev/shm/nccl-ct && {SETTLED_AGE}", container="200")
     run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[node]), {"scope_container": "200"})
     result = leftovers_of(run, node)
     assert "msg" not in result and "shm" in result, result  # the module did not fail
@@ -129,7 +132,7 @@ def test_s04_a_process_on_a_stalled_network_filesystem_hangs_nothing(sim, playbo
     host = sim.host()
     daemon = start_stallfs(host, "/tmp/stall")
     holder = fleet.start_detached(host, ["sh", "-c", "exec sleep 3600 < /tmp/stall/data"])
-    sh(host, f"echo x > /dev/shm/nccl-stale && {OLD} /dev/shm/nccl-stale")
+    sh(host, f"echo x > /dev/shm/nccl-stale && {OLD} /dev/shm/nccl-stale && {SETTLED_AGE}")
     with stalled(host, daemon):
         run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[host]), {"expected_gpu_count": 8},
                            timeout=120)
@@ -149,7 +152,7 @@ def test_s05_a_stalled_file_named_like_a_candidate_is_bounded(sim, playbook):
     sh(node, "umount /dev/nvidia0 && mount --bind /tmp/stall/nvidia0 /dev/nvidia0", container="200")
     fleet.start_detached(node, ["sh", "-c", "exec sleep 3600 < /dev/nvidia0"], container="200")
     fleet.start_detached(node, ["sh", "-c", "exec sleep 3600 < /tmp/stall/nccl-stale"], container="200")
-    sh(node, f"echo x > /dev/shm/nccl-stale && {OLD} /dev/shm/nccl-stale", container="200")
+    sh(node, f"echo x > /dev/shm/nccl-stale && {OLD} /dev/shm/nccl-stale && {SETTLED_AGE}", container="200")
     with stalled(node, daemon):
         run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[node]),
                            {"scope_container": "200", "facts_timeout": 3}, timeout=120)
@@ -167,7 +170,7 @@ def test_s05_a_stalled_file_named_like_a_candidate_is_bounded(sim, playbook):
 @pytest.mark.parametrize("mode", ["main_exited", "own_table"])
 def test_s06_descriptors_held_by_a_thread_only_count(sim, playbook, mode):
     host = sim.host()
-    sh(host, f"echo x > /dev/shm/nccl-held && {OLD} /dev/shm/nccl-held")
+    sh(host, f"echo x > /dev/shm/nccl-held && {OLD} /dev/shm/nccl-held && {SETTLED_AGE}")
     pid = fleet.start_detached(host, ["python3", "-c", THREAD_HOLDER, mode, "/dev/shm/nccl-held"])
 
     def ready():
@@ -191,7 +194,7 @@ def test_s07_odd_shm_entries_are_reported_one_by_one(sim, playbook):
              f"echo x > /dev/shm/nccl-old && {OLD} /dev/shm/nccl-old && "
              f"echo x > /dev/shm/nccl-mounted && echo y > /tmp/src && {OLD} /tmp/src && "
              "mount --bind /tmp/src /dev/shm/nccl-mounted && "
-             f"echo keep > /tmp/victim && {OLD} /tmp/victim && ln -s /tmp/victim /dev/shm/nccl-link")
+             f"echo keep > /tmp/victim && {OLD} /tmp/victim && ln -s /tmp/victim /dev/shm/nccl-link && {SETTLED_AGE}")
     run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[host]))
     leftovers = leftovers_of(run, host)
     assert "msg" not in leftovers and leftovers["shm_error"] is None, leftovers
@@ -208,14 +211,14 @@ def test_s07_odd_shm_entries_are_reported_one_by_one(sim, playbook):
 
 def test_s08_a_starting_servers_new_segment_survives(sim, playbook):
     host = sim.host()
-    sh(host, f"echo x > /dev/shm/nccl-previous && {OLD} /dev/shm/nccl-previous")
+    sh(host, f"echo x > /dev/shm/nccl-previous && {OLD} /dev/shm/nccl-previous && {SETTLED_AGE}")
     # A server that is starting: its segment is written again and again, not mapped yet.
     fleet.start_detached(host, ["sh", "-c", "while :; do echo x > /dev/shm/nccl-starting; sleep 0.2; done"])
     wait_until(lambda: exists(host, "/dev/shm/nccl-starting"), message="the starting server's segment")
     run = run_playbook(playbook("safety.yml"), sim.inventory(hosts=[host]))
     leftovers = leftovers_of(run, host)
     entries = {entry["path"]: entry for entry in leftovers["shm"]}
-    assert leftovers["shm_removed"] == ["/dev/shm/nccl-previous"], entries
+    assert leftovers["shm_removed"] == ["/dev/shm/nccl-previous"], [(e["path"], e["reason"]) for e in entries.values()]
     starting = entries["/dev/shm/nccl-starting"]
     assert not starting["stale"] and not starting["removed"] and starting["users"] == []
     assert starting["reason"] == "changed less than 2 s ago (a server that is starting?)"

@@ -22,7 +22,7 @@ MODES = ["module", "until"]
 SETTLED = {"gpu_reset_wait_timeout": 60, "gpu_reset_settle_window": 1}
 
 
-def reset(sim, mode, variables=None, limit=None):
+def reset(sim, mode, variables=None, limit="all"):
     run = run_playbook(RESET, sim.inventory(), dict(SETTLED, gpu_reset_wait_mode=mode, **(variables or {})),
                        limit=limit)
     assert run.rc == 2, run.stdout  # none of these hosts can become clean
