@@ -125,6 +125,10 @@ options:
   host:
     description: The name the verdict's message starts with (the role passes the inventory name). Defaults to the host name.
     type: str
+requirements:
+  - Python >= 3.9 on the managed host
+  - Linux >= 5.3 on the managed host (pidfd_open)
+  - nvidia-smi or libnvidia-ml (the NVIDIA driver) on the managed host
 notes:
   - Needs root, like the modules it combines.
 seealso:
@@ -204,6 +208,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _kill, _leftovers
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 
 
 def main() -> None:
@@ -233,6 +238,10 @@ def main() -> None:
         host=dict(type="str"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    try:
+        check_host()
+    except GpuOpsError as error:
+        module.fail_json(msg=str(error))
     params = module.params
     protect = tuple(params["protect"])
     request = _host_reset.Request(

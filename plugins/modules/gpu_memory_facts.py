@@ -91,6 +91,10 @@ options:
     type: list
     elements: str
     default: []
+requirements:
+  - Python >= 3.9 on the managed host
+  - Linux >= 5.3 on the managed host (pidfd_open)
+  - nvidia-smi or libnvidia-ml (the NVIDIA driver) on the managed host
 notes:
   - Reading other users' open files needs root; run with O(ignore:become=true) where the connecting user is not root.
 seealso:
@@ -268,6 +272,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, collect_until_clean
 
 
@@ -284,6 +289,10 @@ def main() -> None:
         poll_interval=dict(type="float", default=0.25),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    try:
+        check_host()
+    except GpuOpsError as error:
+        module.fail_json(msg=str(error))
     params = module.params
     request = Request(
         expected_gpu_count=params["expected_gpu_count"],
