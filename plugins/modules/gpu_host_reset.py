@@ -10,7 +10,7 @@ module: gpu_host_reset
 short_description: Reset one GPU host in a single module run - read, stop, wait until free, check leftovers
 version_added: 0.1.0
 description:
-  - Runs, in one process on the host, what the role M(gpuops.hygiene.gpu_reset) chains - reads the GPUs
+  - Runs, in one process on the host, what the role P(gpuops.hygiene.gpu_reset#role) chains - reads the GPUs
     (M(gpuops.hygiene.gpu_memory_facts)), stops the servers (M(gpuops.hygiene.inference_server_kill)), reads again until
     every GPU is free or O(wait_for) passes, optionally resets GPUs whose memory no process holds, and checks ports and
     stale shared memory (M(gpuops.hygiene.server_leftovers)).

@@ -32,8 +32,8 @@ def outcome(host, verdict, gpus=(), seconds=None, reasons=(), holders=()):
     return {"host": host, "verdict": verdict, "reasons": list(reasons), "gpus": list(gpus),
             "message": f"{host}: {verdict}: " + "; ".join(reasons), "gpus_clean": sum(1 for g in gpus if g["clean"]),
             "gpus_expected": len(gpus) or None, "mib_freed": 0, "processes_stopped": 0, "seconds_to_clean": seconds,
-            "killed": [{"pid": 7, "cmdline": HOSTILE}], "fingerprint": {"driver_version": "580.105.06", "gpus": [],
-                                                                       "other_gpu_processes": list(holders)}}
+            "killed": [{"pid": 7, "cmdline": HOSTILE}],
+            "fingerprint": {"driver_version": "580.105.06", "gpus": [], "other_gpu_processes": list(holders)}}
 
 
 FLEET = [
