@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 
+import pytest
 import xmlschema
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -145,3 +146,24 @@ def test_gate_and_reset_under_ansible_runner(sim, tmp_path):
     stats_events = [event for event in events if event["event"] == "playbook_on_stats"]
     assert stats_events[0]["event_data"]["artifact_data"]["gpu_hygiene_verdicts"] == {busy: "clean", idle: "clean"}
     assert alive(busy, "sglang") == []
+
+
+def test_every_module_on_a_python_3_8_host_fails_with_the_requirements():
+    """ansible-core 2.17 to 2.19 still manage Python 3.8 hosts (tests/tools/matrix runs this on each of them)."""
+    import ansible  # the controller's ansible-core: 2.20 and later cannot manage a Python 3.8 host at all
+
+    if tuple(int(part) for part in ansible.__version__.split(".")[:2]) >= (2, 20):
+        pytest.skip(f"ansible-core {ansible.__version__} does not manage Python 3.8 hosts")
+    python38 = subprocess.run(["sh", "-c", "PYENV_VERSION=3.8.18 pyenv which python3.8"], capture_output=True,
+                              text=True, check=False).stdout.strip()
+    if not python38:
+        pytest.skip("no Python 3.8 here")
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS)
+    for module, args in (("gpu_memory_facts", []), ("inference_server_kill", ["-a", "servers=vllm"]),
+                         ("server_leftovers", []), ("gpu_host_reset", [])):
+        ran = subprocess.run([tool("ansible"), "localhost", "-c", "local", "-m", f"gpuops.hygiene.{module}", *args,
+                              "-e", f"ansible_python_interpreter={python38}", "-o"],
+                             capture_output=True, text=True, timeout=120, env=env, check=False)
+        assert ran.returncode == 2, ran.stdout + ran.stderr
+        assert "gpuops.hygiene needs, on the managed host, Python >= 3.9, Linux >= 5.3" in ran.stdout, ran.stdout
+        assert "found Python 3.8 on Linux" in ran.stdout and "Traceback" not in ran.stdout + ran.stderr
