@@ -129,8 +129,8 @@ EXAMPLES = r"""
     idle_threshold_mib: 64
   register: gpu_state
   until: gpu_state.ansible_facts.gpu_memory.verdict == 'clean'
-  retries: 40
-  delay: 0.25
+  retries: 60
+  delay: 1
 """
 
 RETURN = r"""
