@@ -43,7 +43,7 @@ sanity: venv
 
 lint: build
 	ansible-lint
-	$(PY) tests/tools/lint-examples $(abspath $(VENV))/bin/ansible-lint
+	$(PY) tests/tools/lint_examples.py $(abspath $(VENV))/bin/ansible-lint
 
 changelog: venv
 	antsibull-changelog lint

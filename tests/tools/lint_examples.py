@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """ansible-lint (the repository's profile) on every plugin's EXAMPLES block, each wrapped in a play.
 
-Usage: lint-examples ANSIBLE_LINT. The plays are written outside the repository (ansible-lint's exclude_paths
+Usage: python tests/tools/lint_examples.py ANSIBLE_LINT. The plays are written outside the repository (ansible-lint's exclude_paths
 covers tests/output/), with a copy of .ansible-lint, and linted there.
 """
 
