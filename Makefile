@@ -10,17 +10,27 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 PYTEST := $(PY) -m pytest -c tests/pytest.ini
 
-.PHONY: help demo test venv build sanity lint changelog units integration molecule benchmark clean
+.PHONY: help demo test venv tools build sanity lint changelog units integration molecule ecosystem matrix benchmark clean
 
 help:
 	@echo "make demo   start a simulated GPU fleet, reset it with the collection, show the result, clean up"
-	@echo "make test   everything CI runs: sanity, lint, changelog, unit, integration and molecule tests"
+	@echo "make test   everything CI runs: sanity, lint, changelog, unit, integration, molecule and ecosystem tests"
+	@echo "make matrix sanity and a playbook smoke on every ansible-core that requires_ansible claims (CI runs it)"
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements-dev.txt
 	test -x $(PY) || "$$(tests/tools/find-python)" -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+# Ecosystem tools (galaxy-importer, antsibull-docs, ansible-builder, ansible-runner) in a venv of their own.
+TOOLS := tests/output/tools
+tools: $(TOOLS)/.installed
+
+$(TOOLS)/.installed: requirements-tools.txt
+	test -x $(TOOLS)/bin/python || "$$(tests/tools/find-python)" -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-tools.txt
 	touch $@
 
 build: venv
@@ -33,6 +43,7 @@ sanity: venv
 
 lint: build
 	ansible-lint
+	$(PY) tests/tools/lint_examples.py $(abspath $(VENV))/bin/ansible-lint
 
 changelog: venv
 	antsibull-changelog lint
@@ -40,13 +51,21 @@ changelog: venv
 units: build
 	$(PYTEST) tests/unit tests/simulator/tests
 
-integration: build
+integration: build tools
 	$(PYTEST) tests/integration tests/benchmarks/test_smoke.py
 
 molecule: build
 	tests/tools/molecule
 
-test: sanity lint changelog units integration molecule
+# What Galaxy, Automation Hub and AWX check: the import of the built tarball, the docs, the execution environment.
+ecosystem: build tools
+	tests/tools/ecosystem
+
+# Every claimed ansible-core in its own venv (requirements-matrix.txt); about 3-4 minutes a release here.
+matrix: build
+	tests/tools/matrix
+
+test: sanity lint changelog units integration molecule ecosystem
 
 demo: build
 	tests/tools/demo

@@ -33,6 +33,14 @@ def gpu_junit_xml(results, suite="gpu-hygiene"):
     return _report.junit_xml(results, suite)
 
 
+def gpu_json_report(results):
+    return _report.json_report(results)
+
+
+def gpu_prometheus_metrics(results, checked_at=None):
+    return _report.prometheus_metrics(results, checked_at)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -40,4 +48,6 @@ class FilterModule:
             "gpu_reset_outcomes": gpu_reset_outcomes,
             "gpu_summary_table": gpu_summary_table,
             "gpu_junit_xml": gpu_junit_xml,
+            "gpu_json_report": gpu_json_report,
+            "gpu_prometheus_metrics": gpu_prometheus_metrics,
         }

@@ -32,7 +32,7 @@ def _when(text: str | None) -> datetime.datetime | None:
 def _fingerprint(facts: dict[str, t.Any]) -> dict[str, t.Any]:
     """What makes two benchmark runs comparable: driver, GPUs, modes, and what else runs on them."""
     gpu_keys = ("index", "name", "uuid", "pci_bus_id", "memory_total_mib", "persistence_mode", "mig_mode")
-    holder_keys = ("pid", "name", "cmdline", "vmid", "protected", "used_mib_total")
+    holder_keys = ("pid", "name", "cmdline", "vmid", "protected", "used_mib_total", "gpus")
     return {
         "driver_version": facts.get("driver_version"),
         "gpus": [{key: gpu.get(key) for key in gpu_keys} for gpu in facts.get("gpus", [])],

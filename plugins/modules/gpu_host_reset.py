@@ -10,7 +10,7 @@ module: gpu_host_reset
 short_description: Reset one GPU host in a single module run - read, stop, wait until free, check leftovers
 version_added: 0.1.0
 description:
-  - Runs, in one process on the host, what the role M(gpuops.hygiene.gpu_reset) chains - reads the GPUs
+  - Runs, in one process on the host, what the role P(gpuops.hygiene.gpu_reset#role) chains - reads the GPUs
     (M(gpuops.hygiene.gpu_memory_facts)), stops the servers (M(gpuops.hygiene.inference_server_kill)), reads again until
     every GPU is free or O(wait_for) passes, optionally resets GPUs whose memory no process holds, and checks ports and
     stale shared memory (M(gpuops.hygiene.server_leftovers)).
@@ -142,6 +142,10 @@ options:
   host:
     description: The name the verdict's message starts with (the role passes the inventory name). Defaults to the host name.
     type: str
+requirements:
+  - Python >= 3.9 on the managed host
+  - Linux >= 5.3 on the managed host (pidfd_open)
+  - nvidia-smi or libnvidia-ml (the NVIDIA driver) on the managed host
 notes:
   - Needs root, like the modules it combines.
   - The reads after the stop judge uncorrected ECC errors against the first read (see
@@ -231,6 +235,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _kill, _leftovers
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 
 
 def main() -> None:
@@ -262,6 +267,10 @@ def main() -> None:
         host=dict(type="str"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    try:
+        check_host()
+    except GpuOpsError as error:
+        module.fail_json(msg=str(error))
     params = module.params
     protect = tuple(params["protect"])
     request = _host_reset.Request(

@@ -119,6 +119,10 @@ options:
       - A GPU whose count grew since then is never V(clean), with the reason. Without a baseline, a count above zero
         alone is no reason (it counts every error since the driver loaded).
     type: dict
+requirements:
+  - Python >= 3.9 on the managed host
+  - Linux >= 5.3 on the managed host (pidfd_open)
+  - nvidia-smi or libnvidia-ml (the NVIDIA driver) on the managed host
 notes:
   - Reading other users' open files needs root; run with O(ignore:become=true) where the connecting user is not root.
 seealso:
@@ -154,8 +158,8 @@ EXAMPLES = r"""
     settle_key: "{{ inventory_hostname }} {{ gpu_wait_started }}"
   register: gpu_state
   until: gpu_state.ansible_facts.gpu_memory.settled_because is not none
-  retries: 40
-  delay: 0.25
+  retries: 60
+  delay: 1
 """
 
 RETURN = r"""
@@ -314,6 +318,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, collect_until_clean
 
 
@@ -333,6 +338,10 @@ def main() -> None:
         settle_key=dict(type="str", no_log=False),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    try:
+        check_host()
+    except GpuOpsError as error:
+        module.fail_json(msg=str(error))
     params = module.params
     request = Request(
         expected_gpu_count=params["expected_gpu_count"],

@@ -163,6 +163,10 @@ options:
   nvidia_smi_path:
     description: Path of C(nvidia-smi), used with O(gpu_holders). By default it is looked up on E(PATH).
     type: path
+requirements:
+  - Python >= 3.9 on the managed host
+  - Linux >= 5.3 on the managed host (pidfd_open)
+  - nvidia-smi or libnvidia-ml (the NVIDIA driver) on the managed host
 notes:
   - Signalling other users' processes needs root; run with O(ignore:become=true) when the connecting user is not root.
   - Requires Linux 5.3 or later (pidfd).
@@ -309,6 +313,7 @@ elapsed_s:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import SIGNALS, Request, run
 
 
@@ -328,6 +333,10 @@ def main() -> None:
         nvidia_smi_path=dict(type="path"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    try:
+        check_host()
+    except GpuOpsError as error:
+        module.fail_json(msg=str(error))
     params = module.params
     request = Request(
         servers=tuple(params["servers"]),

@@ -49,6 +49,10 @@ options:
   container:
     description: A Proxmox container vmid, when run on its node.
     type: str
+requirements:
+  - Python >= 3.9 on the managed host
+  - Linux >= 5.3 on the managed host (pidfd_open)
+  - nvidia-smi or libnvidia-ml (the NVIDIA driver) on the managed host
 notes:
   - A file is never removed while any process could not be inspected (for example without root).
   - Only regular files that changed at least 2 s ago and have one link are removed; who uses them is read again right
@@ -117,6 +121,7 @@ shm_removed:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._leftovers import Request, check
 
 
@@ -129,6 +134,10 @@ def main() -> None:
         container=dict(type="str"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    try:
+        check_host()
+    except GpuOpsError as error:
+        module.fail_json(msg=str(error))
     params = module.params
     request = Request(
         ports=tuple(params["ports"]),

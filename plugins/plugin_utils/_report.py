@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import datetime
+import json
+import time
 import typing as t
 from xml.sax.saxutils import escape, quoteattr
 
@@ -68,21 +71,159 @@ def summary_table(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
     return "\n".join(lines)
 
 
-def junit_xml(results: t.Iterable[t.Mapping[str, t.Any]], suite: str = "gpu-hygiene") -> str:
-    """One JUnit test case per host; a host that is not clean is a failure carrying its reasons."""
+def _printable(text: t.Any) -> str:
+    """Text with every control character (but tab and newline) spelled out, so no report carries one raw.
+
+    XML 1.0 cannot carry most C0 controls at all, and a terminal showing a report must not obey an escape sequence
+    that a process name brought in.
+    """
+    text = str(text)
+    if all(char in "\t\n" or (" " <= char < "\x7f") or (char > "\x9f" and not "\ud800" <= char <= "\udfff"
+                                                        and char not in "\ufffe\uffff") for char in text):
+        return text
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in "\t\n" or (0x20 <= code < 0x7F) or (code > 0x9F and not 0xD800 <= code <= 0xDFFF
+                                                       and code not in (0xFFFE, 0xFFFF)):
+            out.append(char)
+        else:
+            out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
+    return "".join(out)
+
+
+def _attr(value: t.Any) -> str:
+    return quoteattr(_printable(value))
+
+
+def _seconds(value: t.Any) -> str:
+    return f"{float(value or 0):.3f}"
+
+
+def junit_xml(results: t.Iterable[t.Mapping[str, t.Any]], suite: str = "gpu-hygiene",
+              timestamp: datetime.datetime | None = None) -> str:
+    """One JUnit test case per host, valid for the Ant/Jenkins JUnit schema (docs/reports.md).
+
+    A busy host is a <failure>; an unknown or unreachable host is an <error> (nothing proves it either way); the
+    reasons are the element's text and the host's message its message attribute.
+    """
     results = list(results)
-    failures = sum(1 for result in results if result.get("verdict") != CLEAN)
+    failures = sum(1 for result in results if result.get("verdict") == BUSY)
+    errors = sum(1 for result in results if result.get("verdict") not in (CLEAN, BUSY))
+    total = _seconds(sum(float(result.get("seconds_to_clean") or 0) for result in results))
+    when = (timestamp or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S")
+    counts = f'tests="{len(results)}" failures="{failures}" errors="{errors}"'
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f"<testsuites tests=\"{len(results)}\" failures=\"{failures}\">",
-             f"  <testsuite name={quoteattr(suite)} tests=\"{len(results)}\" failures=\"{failures}\">"]
+             f"<testsuites name={_attr(suite)} {counts} time=\"{total}\">",
+             f"  <testsuite name={_attr(suite)} package={_attr(suite)} id=\"0\" {counts} skipped=\"0\" "
+             f"time=\"{total}\" timestamp=\"{when}\" hostname=\"localhost\">",
+             "    <properties/>"]
     for result in results:
-        name = quoteattr(str(result.get("host", "?")))
-        seconds = result.get("seconds_to_clean") or 0
-        lines.append(f"    <testcase classname={quoteattr(suite)} name={name} time=\"{seconds}\">")
-        if result.get("verdict") != CLEAN:
-            reasons = "\n".join(result.get("reasons") or [])
-            lines.append(f"      <failure message={quoteattr(str(result.get('verdict')))}>{escape(reasons)}</failure>")
-        lines.append(f"      <system-out>{escape(str(result.get('message', '')))}</system-out>")
+        verdict = str(result.get("verdict", UNREACHABLE))
+        lines.append(f"    <testcase classname={_attr(suite)} name={_attr(result.get('host', '?'))} "
+                     f"time=\"{_seconds(result.get('seconds_to_clean'))}\">")
+        if verdict != CLEAN:
+            element = "failure" if verdict == BUSY else "error"
+            reasons = escape(_printable("\n".join(result.get("reasons") or [])))
+            lines.append(f"      <{element} type={_attr(verdict)} message={_attr(result.get('message', verdict))}>"
+                         f"{reasons}</{element}>")
         lines.append("    </testcase>")
-    lines += ["  </testsuite>", "</testsuites>"]
+    messages = escape(_printable("\n".join(str(result.get("message", "")) for result in results)))
+    lines += [f"    <system-out>{messages}</system-out>", "    <system-err></system-err>", "  </testsuite>",
+              "</testsuites>"]
     return "\n".join(lines) + "\n"
+
+
+REPORT_SCHEMA_VERSION = 1
+
+
+def _plain(value: t.Any) -> t.Any:
+    """A JSON-ready copy with every string's control characters spelled out."""
+    if isinstance(value, t.Mapping):
+        return {_printable(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, str):
+        return _printable(value)
+    return value
+
+
+def json_report(results: t.Iterable[t.Mapping[str, t.Any]], generated_at: datetime.datetime | None = None) -> str:
+    """The fleet report as JSON text, versioned and described by docs/gpu-report.schema.json."""
+    hosts = [_plain(result) for result in results]
+    when = generated_at or datetime.datetime.now(datetime.timezone.utc)
+    report = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "generated_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "clean": all(host.get("verdict") == CLEAN for host in hosts),
+        "counts": {verdict: sum(1 for host in hosts if host.get("verdict") == verdict)
+                   for verdict in (CLEAN, BUSY, UNKNOWN, UNREACHABLE)},
+        "hosts": hosts,
+    }
+    return json.dumps(report, indent=2, ensure_ascii=True, default=str) + "\n"
+
+
+def _label(value: t.Any) -> str:
+    """A Prometheus label value: backslash, double quote and newline escaped, other controls spelled out."""
+    text = _printable(value)
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(**labels: t.Any) -> str:
+    return "{" + ",".join(f'{name}="{_label(value)}"' for name, value in labels.items()) + "}"
+
+
+_METRICS = {
+    "gpuops_hygiene_host_verdict": "Verdict of the host at its last check: 1 for the verdict it got, 0 for the others.",
+    "gpuops_hygiene_gpu_state": "State of each GPU at the host's last check: 1 for its state, 0 for the others.",
+    "gpuops_hygiene_gpu_memory_used_mib": "GPU memory in use at the last check, in MiB.",
+    "gpuops_hygiene_gpu_holders": "Processes holding memory on the GPU at the last check.",
+    "gpuops_hygiene_seconds_to_clean": "Seconds from the first read to the clean verdict (absent when not clean).",
+    "gpuops_hygiene_last_check_timestamp_seconds": "Unix time of the host's last check.",
+}
+
+
+def _gpu_state(result: t.Mapping[str, t.Any], gpu: t.Mapping[str, t.Any]) -> str:
+    if gpu.get("clean"):
+        return CLEAN
+    return UNKNOWN if gpu.get("after_mib") is None or result.get("verdict") == UNREACHABLE else BUSY
+
+
+def _host_samples(result: t.Mapping[str, t.Any], checked_at: float) -> dict[str, list[str]]:
+    host = result.get("host", "?")
+    samples: dict[str, list[str]] = {name: [] for name in _METRICS}
+    for verdict in (CLEAN, BUSY, UNKNOWN, UNREACHABLE):
+        samples["gpuops_hygiene_host_verdict"].append(
+            f"{_labels(host=host, verdict=verdict)} {int(result.get('verdict') == verdict)}")
+    holders = (result.get("fingerprint") or {}).get("other_gpu_processes") or []
+    for gpu in result.get("gpus") or []:
+        ids = {"host": host, "gpu": gpu.get("index"), "uuid": gpu.get("uuid") or ""}
+        state = _gpu_state(result, gpu)
+        for name in (CLEAN, BUSY, UNKNOWN):
+            samples["gpuops_hygiene_gpu_state"].append(f"{_labels(**ids, state=name)} {int(state == name)}")
+        if gpu.get("after_mib") is not None:
+            samples["gpuops_hygiene_gpu_memory_used_mib"].append(f"{_labels(**ids)} {gpu['after_mib']}")
+        if state != UNKNOWN:
+            count = sum(1 for holder in holders
+                        if any(held.get("index") == gpu.get("index") for held in holder.get("gpus") or []))
+            samples["gpuops_hygiene_gpu_holders"].append(f"{_labels(**ids)} {count}")
+    if result.get("seconds_to_clean") is not None:
+        samples["gpuops_hygiene_seconds_to_clean"].append(f"{_labels(host=host)} {result['seconds_to_clean']}")
+    samples["gpuops_hygiene_last_check_timestamp_seconds"].append(f"{_labels(host=host)} {checked_at:.3f}")
+    return samples
+
+
+def prometheus_metrics(results: t.Any, checked_at: float | None = None) -> str:
+    """Outcomes as node_exporter textfile-collector metrics (Prometheus text format 0.0.4)."""
+    if isinstance(results, t.Mapping):
+        results = [results]
+    when = time.time() if checked_at is None else float(checked_at)
+    merged: dict[str, list[str]] = {name: [] for name in _METRICS}
+    for result in results:
+        for name, lines in _host_samples(result, when).items():
+            merged[name] += lines
+    text = []
+    for name, help_text in _METRICS.items():
+        if merged[name]:
+            text += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"] + [name + line for line in merged[name]]
+    return "\n".join(text) + "\n"

@@ -624,9 +624,10 @@ def test_f21_unreachable_host_is_named_the_others_finish_and_the_gate_fails(sim,
     assert rows == {"ghost01": "unreachable", first: "clean", second: "clean"}
     assert table(run)[-1] == "3 hosts: 2 clean, 1 unreachable"
     suite = ElementTree.parse(junit).getroot().find("testsuite")
-    failed = {case.get("name"): case.find("failure").get("message")
-              for case in suite.findall("testcase") if case.find("failure") is not None}
-    assert failed == {"ghost01": "unreachable"}
+    errored = {case.get("name"): case.find("error").get("type")
+               for case in suite.findall("testcase") if case.find("error") is not None}
+    assert errored == {"ghost01": "unreachable"}
+    assert all(case.find("failure") is None for case in suite.findall("testcase"))
     data = json.loads(report.read_text())
     assert data["clean"] is False
     assert {entry["host"]: entry["verdict"] for entry in data["hosts"]} == \

@@ -9,8 +9,8 @@ from ansible_collections.gpuops.hygiene.plugins.filter.gpu_reports import Filter
 
 
 def test_filters_are_registered():
-    assert sorted(FilterModule().filters()) == ["gpu_junit_xml", "gpu_reset_outcomes", "gpu_reset_result",
-                                                "gpu_summary_table"]
+    assert sorted(FilterModule().filters()) == ["gpu_json_report", "gpu_junit_xml", "gpu_prometheus_metrics",
+                                                "gpu_reset_outcomes", "gpu_reset_result", "gpu_summary_table"]
 
 
 @pytest.mark.parametrize("before", [{"changed": False}, {"ansible_facts": {"gpu_memory": {"gpus": "x"}}}, None])
