@@ -16,6 +16,8 @@ description:
     stale shared memory (M(gpuops.hygiene.server_leftovers)).
   - The same code as those modules, in the same order; one module run instead of four saves a Python start and an
     Ansible round trip per step, which is most of a reset's cost on a fleet.
+  - With O(container), run on the Proxmox node, every step (the reads, the stop, the ports and shared-memory check) is
+    scoped to that container.
   - Returns the host's verdict (RV(ansible_facts.gpu_reset_result)) and each step's result shaped like that module's
     registered result. GPU-side problems and processes that survive do not fail the task; they make the verdict.
     Bad arguments fail it before anything is read or signalled.
@@ -28,93 +30,26 @@ attributes:
   diff_mode:
     support: none
     description: No diff is produced.
+extends_documentation_fragment:
+  - gpuops.hygiene.gpu_read
+  - gpuops.hygiene.process_selection
 options:
   servers:
     description: Engine presets to stop, see O(gpuops.hygiene.inference_server_kill#module:servers).
     type: list
     elements: str
     default: [all]
-  clients:
-    description:
-      - Regular expressions for client drivers, stopped first.
-      - Benchmark clients are never matched by a server preset; name them here, for example
-        C(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
-    type: list
-    elements: str
-    default: []
-  patterns:
-    description: Regular expressions for servers no preset knows.
-    type: list
-    elements: str
-    default: []
-  gpu_holders:
-    description: Also stop every unprotected process that holds a GPU.
-    type: bool
-    default: false
-  protect:
-    description: More process names that are GPU infrastructure, never stopped and never a reason for busy.
-    type: list
-    elements: str
-    default: []
-  signal:
-    description: First signal sent.
-    type: str
-    choices: [SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGKILL]
-    default: SIGTERM
-  grace_period:
-    description: Seconds between the first signal and SIGKILL; see O(gpuops.hygiene.inference_server_kill#module:grace_period).
-    type: float
   kill_timeout:
     description: Seconds the stop may take; see O(gpuops.hygiene.inference_server_kill#module:timeout).
     type: float
-  stop_units:
-    description: Stop the systemd services of the servers instead of fighting their restarts.
-    type: bool
-    default: false
-  expected_gpu_count:
-    description: GPUs the host (or the container) must have.
-    type: int
-  idle_threshold_mib:
-    description: The most memory an idle GPU may show and still be clean.
-    type: int
-    default: 100
   facts_timeout:
     description: Seconds one GPU read may take.
     type: float
     default: 10
-  backend:
-    description: How to read the GPUs, see O(gpuops.hygiene.gpu_memory_facts#module:backend).
-    type: str
-    choices: [auto, nvidia_smi, nvml]
-    default: auto
-  nvidia_smi_path:
-    description: Path of C(nvidia-smi) when it is not on E(PATH).
-    type: path
-  container:
-    description: A Proxmox container vmid, when run on its node; every step is scoped to that container.
-    type: str
-  container_processes:
-    description:
-      - Without O(container), whether the stop may reach matching processes inside this host's LXC containers (Proxmox
-        guests). With V(false) they are left alone (and a GPU they hold keeps the verdict V(busy)).
-      - Ignored with O(container).
-    type: bool
-    default: true
   wait_for:
     description: Seconds to keep reading after the stop until every GPU is free.
     type: float
     default: 60
-  poll_interval:
-    description: Seconds between two reads while waiting.
-    type: float
-    default: 0.25
-  settle_window:
-    description:
-      - The wait ends as soon as the outcome is settled (see RV(settled_because)); memory held by no process, or only
-        by processes in uninterruptible sleep, is settled once it has not gone down for this many seconds.
-      - O(wait_for) stays the upper bound. See O(gpuops.hygiene.gpu_memory_facts#module:settle_window).
-    type: float
-    default: 5
   ports:
     description: TCP ports that must be free afterwards.
     type: list
@@ -240,25 +175,12 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import ch
 
 def main() -> None:
     argument_spec = dict(
+        **_gpu_facts.argument_spec(),
+        **_kill.argument_spec(),
         servers=dict(type="list", elements="str", default=["all"]),
-        clients=dict(type="list", elements="str", default=[]),
-        patterns=dict(type="list", elements="str", default=[]),
-        gpu_holders=dict(type="bool", default=False),
-        protect=dict(type="list", elements="str", default=[]),
-        signal=dict(type="str", default="SIGTERM", choices=list(_kill.SIGNALS)),
-        grace_period=dict(type="float"),
         kill_timeout=dict(type="float"),
-        stop_units=dict(type="bool", default=False),
-        expected_gpu_count=dict(type="int"),
-        idle_threshold_mib=dict(type="int", default=100),
         facts_timeout=dict(type="float", default=10),
-        backend=dict(type="str", default="auto", choices=["auto", "nvidia_smi", "nvml"]),
-        nvidia_smi_path=dict(type="path"),
-        container=dict(type="str"),
-        container_processes=dict(type="bool", default=True),
         wait_for=dict(type="float", default=60),
-        poll_interval=dict(type="float", default=0.25),
-        settle_window=dict(type="float", default=5),
         ports=dict(type="list", elements="int", default=[]),
         shm_patterns=dict(type="list", elements="str", default=[]),
         clean_shm=dict(type="bool", default=True),

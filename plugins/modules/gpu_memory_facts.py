@@ -34,42 +34,15 @@ attributes:
   facts:
     support: full
     description: Sets RV(ansible_facts.gpu_memory).
+extends_documentation_fragment:
+  - gpuops.hygiene.gpu_read
 options:
-  expected_gpu_count:
-    description:
-      - How many GPUs the host (or the container in O(container)) must have.
-      - Fewer GPUs answering makes the verdict V(unknown). Without it, at least one GPU must answer.
-    type: int
-  idle_threshold_mib:
-    description:
-      - The most memory, in MiB, an idle GPU may show and still be clean.
-      - Idle H100 and H200 show 0 MiB on recent drivers, 1 MiB on the 560 series, and tens of MiB with MIG
-        enabled; the default leaves room for those baselines and nothing more.
-    type: int
-    default: 100
-  nvidia_smi_path:
-    description:
-      - Path of C(nvidia-smi). By default it is looked up on E(PATH).
-    type: path
   timeout:
     description:
       - Seconds the GPU query may take in total. A query that does not finish in time is killed and the
         verdict becomes V(unknown).
     type: float
     default: 10
-  backend:
-    description:
-      - How to read the GPUs. V(nvml) uses the C(nvidia-ml-py) binding (C(pynvml)) in a child process bounded by
-        O(timeout); V(nvidia_smi) runs C(nvidia-smi); V(auto) takes NVML when the binding is importable on the target.
-    type: str
-    choices: [auto, nvidia_smi, nvml]
-    default: auto
-  container:
-    description:
-      - A Proxmox container vmid. Run on the Proxmox node (usually by delegation), the module judges only the GPUs
-        that container was given (its C(/dev/nvidiaN)) and reports memory held there by other containers or by the
-        node as held outside the container, which makes the verdict V(busy).
-    type: str
   wait_for:
     description:
       - Seconds to keep reading the GPUs until the verdict is V(clean), every O(poll_interval). The facts of the last read
@@ -78,19 +51,6 @@ options:
         M(gpuops.hygiene.gpu_memory_facts) a faster verification loop than O(ignore:until)/O(ignore:retries).
     type: float
     default: 0
-  poll_interval:
-    description: Seconds between two reads while waiting (O(wait_for)).
-    type: float
-    default: 0.25
-  settle_window:
-    description:
-      - The wait (O(wait_for)) ends as soon as the outcome is settled, not only when the host is clean; see
-        RV(ansible_facts.gpu_memory.settled_because). Memory that no process holds, or that only processes in
-        uninterruptible sleep hold, counts as settled once it has not gone down for this many seconds.
-      - Long enough for a driver to release a large model after its last holder exited; V(0) settles such memory at
-        the first read.
-    type: float
-    default: 5
   settle_key:
     description:
       - Keep the settle rules' history between runs of this module that share this key (in a file under
@@ -99,19 +59,6 @@ options:
       - Use a value unique to one wait, such as the C(collected_at) of the read before the stop. History older than
         two minutes or from another boot is ignored; it is removed once the outcome is settled.
     type: str
-  protect:
-    description:
-      - More process names to treat as GPU infrastructure, in addition to the built-in list
-        (C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter), C(dcgmi), C(nv-fabricmanager),
-        C(nvidia-fabricmanager), C(nvidia-cuda-mps-control), C(nvidia-powerd), C(nvidia-imex), C(nvidia-imex-ctl),
-        C(nvidia-gridd), C(nvidia-device-plugin), C(gpu-feature-discovery), C(Xorg), C(Xwayland), C(sshd),
-        C(nvidia-smi), C(nvtop), C(nvitop), C(gpustat)).
-        A name matches the program, the script a Python interpreter runs, or the kernel's 15-character comm.
-      - A protected process never makes the host busy by holding a device open; its memory still counts, and one the
-        driver lists with more than O(idle_threshold_mib) on a GPU makes the host busy whatever its name.
-    type: list
-    elements: str
-    default: []
   ecc_baseline:
     description:
       - Uncorrected volatile ECC error counts from an earlier read, by GPU UUID (the V(uuid) and
@@ -319,22 +266,15 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
-from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, collect_until_clean
+from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, argument_spec as gpu_read_argument_spec, collect_until_clean
 
 
 def main() -> None:
     argument_spec = dict(
-        expected_gpu_count=dict(type="int"),
-        idle_threshold_mib=dict(type="int", default=100),
-        nvidia_smi_path=dict(type="path"),
+        **gpu_read_argument_spec(),
         timeout=dict(type="float", default=10),
-        backend=dict(type="str", default="auto", choices=["auto", "nvidia_smi", "nvml"]),
-        container=dict(type="str"),
-        protect=dict(type="list", elements="str", default=[]),
         wait_for=dict(type="float", default=0),
-        poll_interval=dict(type="float", default=0.25),
         ecc_baseline=dict(type="dict"),
-        settle_window=dict(type="float", default=5),
         settle_key=dict(type="str", no_log=False),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)

@@ -44,6 +44,8 @@ attributes:
   diff_mode:
     support: none
     description: Processes have no diff.
+extends_documentation_fragment:
+  - gpuops.hygiene.process_selection
 options:
   servers:
     description:
@@ -80,49 +82,12 @@ options:
     type: list
     elements: str
     default: []
-  patterns:
-    description:
-      - Regular expressions (Python syntax) matched against full command lines, for servers no preset knows.
-      - Programs that only look at servers (C(tail), C(less), editors, C(grep), C(ps), C(tmux), C(ansible-playbook),
-        GPU monitors, ...) are never selected by a pattern, judged by what the program is (the script an interpreter
-        runs, the kernel's comm), not by C(argv[0]) alone; nor is a wrapper (C(sudo), C(su), C(runuser), C(timeout),
-        C(nice), C(env), C(watch), C(sh -c), ...), whose command is judged on its own. Both are listed in
-        RV(protected) with the reason. What runs below such a program is no member of a target's tree.
-      - Only the first 4096 characters of each command line are matched.
-      - An invalid expression fails the task, naming it, before anything is signalled. Each command line has a
-        matching budget of 0.5 s; a process whose line exceeds it is left alone and named in RV(notes). When more than
-        eight lines exceed it, or the whole match takes longer than 2 s plus those budgets, the task fails before
-        anything is signalled.
-    type: list
-    elements: str
-    default: []
-  clients:
-    description:
-      - Regular expressions for client drivers (for example a generation loop such as C(run_inference\.py)). Their trees
-        are stopped first, so they cannot relaunch or feed the servers while those stop.
-    type: list
-    elements: str
-    default: []
-  gpu_holders:
-    description:
-      - Also stop every process that holds GPU memory or has a C(/dev/nvidia*) device open, except protected ones
-        (O(protect)). A protected process that holds memory is spared too, and the host stays busy.
-    type: bool
-    default: false
   container:
     description:
       - A Proxmox container vmid. Run on the Proxmox node (by delegation), the module acts only on processes of that
         container (cgroup C(lxc/<vmid>)), by node PID. Matching processes of the node and of other containers are
         reported in RV(skipped_out_of_scope) and never signalled.
     type: str
-  container_processes:
-    description:
-      - Without O(container), whether matching processes inside this host's LXC containers (Proxmox guests, cgroup
-        C(lxc/<vmid>) or C(lxc.payload.<name>)) may be stopped too. With V(false) only the host's own processes (and
-        those of its Docker or other OCI containers) are; the others are reported in RV(skipped_out_of_scope).
-      - Ignored with O(container).
-    type: bool
-    default: true
   protect:
     description:
       - More process names never to signal, in addition to the built-in list of GPU infrastructure and monitors
@@ -134,32 +99,11 @@ options:
     type: list
     elements: str
     default: []
-  signal:
-    description: The first signal sent; survivors of the grace period get SIGKILL.
-    type: str
-    choices: [SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGKILL]
-    default: SIGTERM
-  grace_period:
-    description:
-      - Seconds between the first signal and SIGKILL.
-      - Defaults to the longest default of the selected presets (sglang 10, vllm 15, tgi 90 (it drains requests),
-        trtllm 30, triton 30, llamacpp 10, ollama 10), and 10 for patterns and GPU holders.
-    type: float
   timeout:
     description:
       - Seconds the whole call may take, waiting after SIGKILL included. Defaults to O(grace_period) + 30.
       - Must be longer than O(grace_period).
     type: float
-  stop_units:
-    description:
-      - When a target belongs to a systemd service of the host's system manager (its cgroup is
-        C(/system.slice/[*.slice/]<unit>.service)), stop the unit with C(systemctl stop) instead of fighting its
-        restarts, but only after C(systemctl show -p ControlGroup <unit>) names exactly the target's cgroup. Without it,
-        such units are only reported in RV(restarters).
-      - Units of a user's manager (below C(user@<uid>.service)), of a container's own systemd or of any other manager
-        are never stopped, only reported (their names are chosen by their users and may equal a system unit's).
-    type: bool
-    default: false
   nvidia_smi_path:
     description: Path of C(nvidia-smi), used with O(gpu_holders). By default it is looked up on E(PATH).
     type: path
@@ -314,22 +258,16 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
-from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import SIGNALS, Request, run
+from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import Request, argument_spec as selection_argument_spec, run
 
 
 def main() -> None:
     argument_spec = dict(
+        **selection_argument_spec(),
         servers=dict(type="list", elements="str", default=[]),
-        patterns=dict(type="list", elements="str", default=[]),
-        clients=dict(type="list", elements="str", default=[]),
-        gpu_holders=dict(type="bool", default=False),
         container=dict(type="str"),
-        container_processes=dict(type="bool", default=True),
         protect=dict(type="list", elements="str", default=[]),
-        signal=dict(type="str", default="SIGTERM", choices=list(SIGNALS)),
-        grace_period=dict(type="float"),
         timeout=dict(type="float"),
-        stop_units=dict(type="bool", default=False),
         nvidia_smi_path=dict(type="path"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
