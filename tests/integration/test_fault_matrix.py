@@ -18,8 +18,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from gpusim import fleet, paths
-from gpusim.testing import (COLLECTIONS, REPO, alive, process_with_pid, processes, run_playbook,
+from gpusim import fleet
+from gpusim.testing import (COLLECTIONS, REPO, alive, process_with_pid, processes, run_playbook, syslog,
                             wait_for_gpu_holders, wait_until)
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
@@ -63,17 +63,6 @@ def kill(sim, playbook, host, check=False, inventory=None, **variables):
     run = run_playbook(playbook("fault_kill.yml"), inventory or sim.inventory(),
                        {f"kill_{key}": value for key, value in variables.items()}, check=check, limit=host)
     return run, run.result(KILL, host)
-
-
-def syslog(host, container=None):
-    directory = paths.host_dir(host)
-    if container is not None:
-        directory = os.path.join(directory, "containers", container)
-    try:
-        with open(os.path.join(directory, "syslog.log"), encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return ""
 
 
 def sent_signals(host, container=None):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import re
 
-from gpusim import fleet, namespaces, paths
-from gpusim.testing import REPO, alive, run_playbook, wait_for_gpu_holders
+from gpusim import fleet, namespaces
+from gpusim.testing import REPO, alive, run_playbook, syslog, wait_for_gpu_holders
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
@@ -25,12 +25,6 @@ def systemctl(host, *args):
     return fleet.run(host, ["systemctl", *args], check=False).stdout.strip()
 
 
-def syslog(host):
-    try:
-        with open(os.path.join(paths.host_dir(host), "syslog.log"), encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return ""
 
 
 def modules_ran(run):

@@ -13,8 +13,8 @@ import os
 import re
 import sys
 
-from gpusim import fleet, paths, ssh
-from gpusim.testing import COLLECTIONS, REPO, alive, processes, run_playbook, wait_for_gpu_holders, wait_until
+from gpusim import fleet, ssh
+from gpusim.testing import COLLECTIONS, REPO, alive, processes, run_playbook, syslog, wait_for_gpu_holders, wait_until
 
 PLAYBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "playbooks")
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
@@ -35,12 +35,6 @@ def kill(sim, host, check=False, **variables):
     return run.result(KILL, host)
 
 
-def syslog(host):
-    try:
-        with open(os.path.join(paths.host_dir(host), "syslog.log"), encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return ""
 
 
 def signalled(host):

@@ -197,3 +197,15 @@ def process_with_pid(node: str, vmid: str, wanted: int) -> int:
     pid = result.stdout.strip()
     assert pid == str(wanted), f"could not get PID {wanted} inside container {vmid}: {pid}"
     return int(pid)
+
+
+def syslog(host: str, container: str | None = None) -> str:
+    """What the modules logged on a simulated host (or in one of its containers); empty before the first line."""
+    directory = paths.host_dir(host)
+    if container is not None:
+        directory = os.path.join(directory, "containers", container)
+    try:
+        with open(os.path.join(directory, "syslog.log"), encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return ""
