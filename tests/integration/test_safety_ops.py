@@ -25,8 +25,6 @@ def systemctl(host, *args):
     return fleet.run(host, ["systemctl", *args], check=False).stdout.strip()
 
 
-
-
 def modules_ran(run):
     return {record["host"] for record in run.records if record["task"] == ONE_RUN}
 

@@ -35,8 +35,6 @@ def kill(sim, host, check=False, **variables):
     return run.result(KILL, host)
 
 
-
-
 def signalled(host):
     return {int(match.group(2)) for match in map(SENT.search, syslog(host).splitlines()) if match}
 
