@@ -41,7 +41,13 @@ build: venv
 sanity: venv
 	tests/tools/sanity
 
+# mypy reads the checkout as the package ansible_collections.gpuops.hygiene through a link under tests/output.
+MYPY_TREE := tests/output/mypy/ansible_collections/gpuops
+
 lint: build
+	$(PY) -m ruff check plugins
+	mkdir -p $(MYPY_TREE) && ln -sfn ../../../../.. $(MYPY_TREE)/hygiene
+	$(PY) -m mypy -p ansible_collections.gpuops.hygiene.plugins
 	ansible-lint
 	$(PY) tests/tools/lint_examples.py $(abspath $(VENV))/bin/ansible-lint
 

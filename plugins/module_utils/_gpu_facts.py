@@ -182,12 +182,12 @@ def _container_gpu_minors(init: _procfs.Process, proc: str) -> list[int]:
     """
     ours = {identity: int(match.group(1)) for identity, name in _procfs.nvidia_device_files().items()
             for match in [_procfs.NVIDIA_GPU_DEVICE.match(name)] if match}
-    identities = [[list(identity), minor] for identity, minor in ours.items()]
+    identities: list[tuple[list[int], int]] = [(list(identity), minor) for identity, minor in ours.items()]
     root = f"{proc}/{init.pid}/root"
 
     def work() -> list[int]:
         known = {tuple(identity): minor for identity, minor in identities}
-        found = set()
+        found: set[int] = set()
         with _rootfs.TmpfsDir(root, "/dev") as dev:
             for name in dev.names():
                 try:

@@ -254,7 +254,7 @@ class Selector:
             return "this module"
         if process.pid in self.ancestors and self.ancestors[process.pid] == process.start_ticks:
             return "an ancestor of this module (the Ansible process chain)"
-        if self.in_ansible_run(process, self.table):
+        if self.ansible_run is not None and self.in_ansible_run(process, self.table):
             return f"part of the Ansible run that started this module (below pid {self.ansible_run.pid})"
         if process.pid == 1:
             return ("PID 1 of this PID namespace: the kernel discards SIGKILL sent to it from inside, and its end "
@@ -523,7 +523,7 @@ class Executor:
                 return
             poller = select.poll()
             for target in alive:
-                poller.register(target.pidfd, select.POLLIN)
+                poller.register(t.cast(int, target.pidfd), select.POLLIN)
             ready = {fd for fd, _mask in poller.poll(max(1, int(min(remaining, D_STATE_CHECK_S) * 1000)))}
             now = time.monotonic()
             for target in alive:

@@ -454,7 +454,7 @@ def _viewer_only(argv: t.Sequence[str], depth: int) -> bool:
         if text is None:
             return own_program(argv) == program  # no script and no -c: a terminal's shell
         commands = _shell_commands(text)
-        return bool(commands) and all(_viewer_only(command, depth + 1) for command in commands)
+        return commands is not None and bool(commands) and all(_viewer_only(command, depth + 1) for command in commands)
     if program == "watch":
         inner = _wrapped_command(argv)
         commands = _shell_commands(" ".join(inner)) if inner else None

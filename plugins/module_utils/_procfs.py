@@ -396,7 +396,7 @@ def _tasks(pid: int, proc: str) -> list[int]:
         return []
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _libc() -> t.Any:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -547,7 +547,7 @@ def nvidia_devices_of(pids: t.Iterable[int], devices: t.Mapping[tuple[int, ...],
                       proc: str = PROC, timeout: float = SCAN_TIMEOUT_S) -> dict[int, list[str] | None]:
     """nvidia_devices of every process, read under one deadline."""
     wanted = list(pids)
-    identities = [[list(identity), name] for identity, name in devices.items()]
+    identities: list[tuple[list[int], str]] = [(list(identity), name) for identity, name in devices.items()]
 
     def work() -> dict[str, list[str] | None]:
         known = {tuple(identity): name for identity, name in identities}

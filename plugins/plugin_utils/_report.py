@@ -52,7 +52,7 @@ def summary_table(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
     """A fixed-width table of the run, one line per host, worst verdicts first."""
     order = {UNREACHABLE: 0, UNKNOWN: 1, BUSY: 2, CLEAN: 3}
     rows = []
-    for result in sorted(results, key=lambda item: (order.get(item.get("verdict"), 0), item.get("host", ""))):
+    for result in sorted(results, key=lambda item: (order.get(item.get("verdict", ""), 0), item.get("host", ""))):
         expected = result.get("gpus_expected") or len(result.get("gpus") or [])
         rows.append([
             result.get("host", "?"),
