@@ -15,14 +15,11 @@ import os
 import re
 import time
 import typing as t
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _presets, _procfs, _rootfs, _settle, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _presets, _procfs, _rootfs, _settle, _snapshot, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
-
-CLEAN = "clean"
-BUSY = "busy"
-UNKNOWN = "unknown"
+from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import Holder, Judge
 
 # GPU infrastructure and GPU monitors that legitimately keep /dev/nvidia* open: never a
 # kill target, and a holder of a device alone (no memory) never makes the verdict busy.
@@ -207,7 +204,7 @@ def resolve_nvidia_smi(path: str | None) -> str:
     return _subprocess.which("nvidia-smi") or "nvidia-smi"
 
 
-def read_gpus(request: Request) -> _nvidia_smi.Snapshot:
+def read_gpus(request: Request) -> _snapshot.Snapshot:
     """NVML when asked, or with `auto` when the binding is there; nvidia-smi otherwise.
 
     With `auto`, an NVML that cannot work here at all (no libnvidia-ml, no binding)
@@ -226,93 +223,7 @@ def read_gpus(request: Request) -> _nvidia_smi.Snapshot:
     return fallback
 
 
-@dataclass
-class Holder:
-    pid: int
-    process: _procfs.Process | None
-    reported_name: str = ""
-    used_mib: dict[int, int] = field(default_factory=dict)
-    devices: list[str] = field(default_factory=list)
-    listed_by_driver: bool = False
-    protected: bool = False
-    in_scope: bool = True
-
-    @property
-    def visible(self) -> bool:
-        return self.process is not None
-
-    @property
-    def gpu_indexes(self) -> list[int]:
-        return sorted(self.used_mib)
-
-    def location(self) -> str:
-        if self.process is None:
-            return "another PID namespace"
-        return self.process.container.describe() if self.process.container else "the host"
-
-    def family(self) -> tuple[str, str]:
-        """Program name without its trailing number (sglang::scheduler_TP), and where it runs."""
-        name = self.process.name if self.process else self.reported_name
-        return (re.sub(r"\d+$", "", name or ""), self.location())
-
-    def describe(self) -> str:
-        if self.process is None:
-            name = self.reported_name or "unknown process"
-            return f"pid {self.pid} ({name}, not visible from here: another PID namespace)"
-        return f"pid {self.pid} ({self.process.cmdline[:80]}) in {self.location()}"
-
-    def to_dict(self, booted_at: float, proc: str) -> dict[str, t.Any]:
-        process = self.process
-        data: dict[str, t.Any] = {
-            "pid": self.pid,
-            "visible": self.visible,
-            "gpus": [{"index": index, "used_mib": mib} for index, mib in sorted(self.used_mib.items())],
-            "used_mib_total": sum(self.used_mib.values()),
-            "devices": self.devices,
-            "listed_by_driver": self.listed_by_driver,
-            "protected": self.protected,
-            "in_scope": self.in_scope,
-        }
-        if process is None:
-            data.update(ppid=None, name=self.reported_name or None, cmdline=None, state=None, user=None,
-                        start_time=None, container=None, vmid=None, namespace_pid=None, wchan=None)
-            return data
-        container = process.container
-        started = datetime.datetime.fromtimestamp(_procfs.start_epoch(process, booted_at), datetime.timezone.utc)
-        data.update(
-            ppid=process.ppid,
-            name=process.name,
-            cmdline=process.cmdline,
-            state=process.state,
-            user=process.user,
-            start_time=started.isoformat(timespec="seconds"),
-            container=container.to_dict() if container else None,
-            vmid=container.id if container and container.runtime == "lxc" else None,
-            namespace_pid=process.namespace_pid,
-            wchan=_procfs.wchan(process.pid, proc) if process.state == "D" else None,
-        )
-        return data
-
-
-class Judge:
-    """Collects the reasons for a verdict; the worst one wins."""
-
-    def __init__(self) -> None:
-        self.unknown: list[str] = []
-        self.busy: list[str] = []
-
-    @property
-    def verdict(self) -> str:
-        if self.unknown:
-            return UNKNOWN
-        return BUSY if self.busy else CLEAN
-
-    @property
-    def reasons(self) -> list[str]:
-        return self.unknown + self.busy
-
-
-def find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Process],
+def find_holders(snapshot: _snapshot.Snapshot, table: dict[int, _procfs.Process],
                  minors: dict[int, int], request: Request) -> dict[int, Holder]:
     """Processes the driver lists, plus processes with /dev/nvidia* open."""
     index_of_uuid = {gpu.uuid: gpu.index for gpu in snapshot.gpus if gpu.uuid}
@@ -353,14 +264,14 @@ def find_holders(snapshot: _nvidia_smi.Snapshot, table: dict[int, _procfs.Proces
 
 
 def _read(request: Request, table: dict[int, _procfs.Process]
-          ) -> tuple[_nvidia_smi.Snapshot, dict[int, Holder], dict[int, int]]:
+          ) -> tuple[_snapshot.Snapshot, dict[int, Holder], dict[int, int]]:
     snapshot = read_gpus(request)
     minors_by_uuid = gpu_minor_numbers()
     minors = {gpu.index: minors_by_uuid.get(gpu.uuid or "", gpu.index) for gpu in snapshot.gpus}
     return snapshot, find_holders(snapshot, table, minors, request), minors
 
 
-def read_holders(request: Request, table: dict[int, _procfs.Process]) -> tuple[_nvidia_smi.Snapshot, dict[int, Holder]]:
+def read_holders(request: Request, table: dict[int, _procfs.Process]) -> tuple[_snapshot.Snapshot, dict[int, Holder]]:
     """The GPU snapshot and every process that holds a GPU, as seen in this /proc table."""
     snapshot, holders, _minors = _read(request, table)
     return snapshot, holders
@@ -446,7 +357,7 @@ def collect(request: Request) -> dict[str, t.Any]:
     in_scope_indexes = {gpu.index for gpu in gpus}
     gpu_facts = []
     named: set[int] = set()
-    held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]] = []
+    held: list[tuple[_snapshot.GpuRow, int, list[Holder]]] = []
     for gpu in gpus:
         gpu_holders = [holder for holder in holders.values() if gpu.index in holder.used_mib]
         gpu_facts.append(_judge_gpu(gpu, gpu_holders, request, judge, named, held))
@@ -517,9 +428,9 @@ def _span(numbers: list[int]) -> str:
     return f"{numbers[0]}-{numbers[-1]}" if consecutive and len(numbers) > 2 else ", ".join(map(str, numbers))
 
 
-def held_reasons(held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]], threshold: int) -> list[str]:
+def held_reasons(held: list[tuple[_snapshot.GpuRow, int, list[Holder]]], threshold: int) -> list[str]:
     """One reason per GPU held over the threshold, with neighbours held alike (a TP group) said once."""
-    groups: list[list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]]] = []
+    groups: list[list[tuple[_snapshot.GpuRow, int, list[Holder]]]] = []
     for record in held:
         gpu, used, owners = record
         if groups and len(owners) == 1:
@@ -547,7 +458,7 @@ def held_reasons(held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]], thres
     return reasons
 
 
-def _ecc_grew(gpu: _nvidia_smi.GpuRow, baseline: dict[str, int] | None) -> str | None:
+def _ecc_grew(gpu: _snapshot.GpuRow, baseline: dict[str, int] | None) -> str | None:
     """'from X to Y' where the uncorrected ECC count is above the baseline given for this GPU's UUID."""
     before = (baseline or {}).get(gpu.uuid or "")
     now = gpu.ecc_uncorrected_volatile
@@ -556,11 +467,11 @@ def _ecc_grew(gpu: _nvidia_smi.GpuRow, baseline: dict[str, int] | None) -> str |
     return f"from {before} to {now}"
 
 
-def _driver_doubts(gpu: _nvidia_smi.GpuRow, ecc_baseline: dict[str, int] | None) -> list[str]:
+def _driver_doubts(gpu: _snapshot.GpuRow, ecc_baseline: dict[str, int] | None) -> list[str]:
     """Why the driver's own answers about this GPU forbid `clean`: unreadable memory, error tokens, reset-needed states."""
     doubts = []
     if gpu.memory_used_mib is None and gpu.reports_no_memory():
-        doubts.append(f"memory use cannot be judged ({gpu.name or 'unknown model'}): {_nvidia_smi.UNIFIED_MEMORY_HINT}")
+        doubts.append(f"memory use cannot be judged ({gpu.name or 'unknown model'}): {_snapshot.UNIFIED_MEMORY_HINT}")
     elif gpu.memory_used_mib is None:
         doubts.append(f"used memory not readable ({gpu.memory_token() or 'no number'})")
     # The memory fields share one driver call (NVML): the same token as used memory is said once, above.
@@ -580,8 +491,8 @@ def _driver_doubts(gpu: _nvidia_smi.GpuRow, ecc_baseline: dict[str, int] | None)
     return doubts
 
 
-def _judge_gpu(gpu: _nvidia_smi.GpuRow, holders: list[Holder], request: Request, judge: Judge,
-               named: set[int], held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]]) -> dict[str, t.Any]:
+def _judge_gpu(gpu: _snapshot.GpuRow, holders: list[Holder], request: Request, judge: Judge,
+               named: set[int], held: list[tuple[_snapshot.GpuRow, int, list[Holder]]]) -> dict[str, t.Any]:
     """Judge one GPU; add the PIDs its reasons name to `named` and a GPU held over the threshold to `held`."""
     label = f"GPU {gpu.index}" + (f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else "")
     used = gpu.memory_used_mib

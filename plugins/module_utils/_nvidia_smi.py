@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 import typing as t
-from dataclasses import dataclass, field
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import LOST_GPU_HINT, MIG_PID_HINT, GpuProcess, GpuRow, Snapshot
 
 GPU_FIELDS: tuple[str, ...] = (
     "index",
@@ -42,84 +42,12 @@ PROCESS_FIELDS: tuple[str, ...] = ("gpu_uuid", "pid", "used_gpu_memory", "proces
 CSV_FORMAT = "--format=csv,noheader,nounits"
 
 NOT_AVAILABLE = frozenset({"[N/A]", "N/A", "[Not Supported]", "Not Supported", ""})
-REQUIRES_RESET_TOKEN = "[GPU requires reset]"
-# Where memory numbers are not there at all: unified-memory GPUs (GB10 / DGX Spark) print [N/A] for memory.*.
-UNIFIED_MEMORY_HINT = ("the driver reports no memory numbers for it ([N/A]), as on unified-memory GPUs "
-                       "(GB10 / DGX Spark) whose GPU shares system memory: a memory check cannot prove it clean; "
-                       "check the GPU processes (holders) and the host's memory instead")
-MIG_PID_HINT = ("inside a container on a MIG GPU the driver does not disclose other processes' PIDs: "
-                "run the check on the host, outside the container")
-HEALTHY_RECOVERY_ACTIONS = frozenset({"None", "[N/A]", "N/A"})
 
 _TOKEN = re.compile(r"^\[[^\]]*\]$")
 _DEVICE_HANDLE = re.compile(
     r"Unable to determine the device handle for (?:GPU|gpu)\s*([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)\s*:\s*(.*)"
 )
-LOST_GPU_HINT = "it may have fallen off the bus"
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
-
-
-@dataclass
-class GpuRow:
-    index: int
-    uuid: str | None = None
-    name: str | None = None
-    pci_bus_id: str | None = None
-    driver_version: str | None = None
-    memory_total_mib: int | None = None
-    memory_reserved_mib: int | None = None
-    memory_used_mib: int | None = None
-    memory_free_mib: int | None = None
-    persistence_mode: str | None = None
-    mig_mode: str | None = None
-    ecc_uncorrected_volatile: int | None = None
-    remapped_rows_pending: bool | None = None
-    recovery_action: str | None = None
-    tokens: dict[str, str] = field(default_factory=dict)
-    retired_pages_pending: bool | None = None
-
-    @property
-    def requires_reset(self) -> bool:
-        if REQUIRES_RESET_TOKEN in self.tokens.values():
-            return True
-        return self.recovery_action is not None and self.recovery_action not in HEALTHY_RECOVERY_ACTIONS
-
-    def reset_needed_states(self) -> list[str]:
-        """Memory repairs that wait for a reset (a recovery action is `requires_reset`'s part)."""
-        states = []
-        if self.remapped_rows_pending:
-            states.append("remapped_rows.pending is Yes (row remapping waits for a GPU reset)")
-        if self.retired_pages_pending:
-            states.append("retired_pages.pending is Yes (page retirement waits for a GPU reset or reboot)")
-        return states
-
-    def reports_no_memory(self) -> bool:
-        """No memory number at all and no error for it: what unified-memory GPUs print."""
-        return self.memory_used_mib is None and self.memory_total_mib is None and "memory.used" not in self.tokens
-
-    def memory_token(self) -> str | None:
-        """The token nvidia-smi printed instead of the used-memory number, if any."""
-        return self.tokens.get("memory.used")
-
-
-@dataclass
-class GpuProcess:
-    gpu_uuid: str
-    pid: int
-    used_mib: int | None
-    process_name: str
-
-
-@dataclass
-class Snapshot:
-    gpus: list[GpuRow] = field(default_factory=list)
-    processes: list[GpuProcess] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    invocations: int = 0
-    backend: str = "nvidia_smi"
-    # The backend itself cannot work here (no library or binding), as opposed to GPUs that do not answer.
-    unavailable: bool = False
 
 
 def _number(value: str) -> int | None:

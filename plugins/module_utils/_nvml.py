@@ -20,7 +20,7 @@ import typing as t
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
-from ansible_collections.gpuops.hygiene.plugins.module_utils._nvidia_smi import (
+from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import (
     LOST_GPU_HINT,
     MIG_PID_HINT,
     REQUIRES_RESET_TOKEN,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from gpusim.profiles import gpu_identities
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _nvidia_smi, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _procfs, _snapshot
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 
@@ -15,11 +15,11 @@ def process(pid, title, comm=None, cgroups=("/",), nspid=None):
 
 
 def held(index, used, *owners):
-    return (_nvidia_smi.GpuRow(index=index, pci_bus_id=f"00000000:{index:02X}:00.0"), used, list(owners))
+    return (_snapshot.GpuRow(index=index, pci_bus_id=f"00000000:{index:02X}:00.0"), used, list(owners))
 
 
 def holder(pid, title, **kwargs):
-    return _gpu_facts.Holder(pid=pid, process=process(pid, title, **kwargs), listed_by_driver=True)
+    return _snapshot.Holder(pid=pid, process=process(pid, title, **kwargs), listed_by_driver=True)
 
 
 def test_a_tp_group_is_one_reason():

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _kill, _presets, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _kill, _presets, _procfs, _snapshot
 
 
 def proc(pid, ppid, cmdline, comm=None, pgid=None, sid=None):
@@ -204,9 +204,9 @@ def test_monitors_and_daemons_are_protected_by_program_or_script():
 
 def test_a_protected_name_never_hides_memory_over_the_threshold():
     request = _gpu_facts.Request(idle_threshold_mib=100)
-    hog = _gpu_facts.Holder(pid=9, process=proc(9, 1, "nvtop"), listed_by_driver=True, used_mib={5: 30000},
+    hog = _snapshot.Holder(pid=9, process=proc(9, 1, "nvtop"), listed_by_driver=True, used_mib={5: 30000},
                             protected=True)
-    monitor = _gpu_facts.Holder(pid=10, process=proc(10, 1, "nvtop"), devices=["/dev/nvidia5"], protected=True)
+    monitor = _snapshot.Holder(pid=10, process=proc(10, 1, "nvtop"), devices=["/dev/nvidia5"], protected=True)
     assert _gpu_facts._over_threshold(hog, request)  # pylint: disable=protected-access
     assert not _gpu_facts._over_threshold(monitor, request)  # pylint: disable=protected-access
 

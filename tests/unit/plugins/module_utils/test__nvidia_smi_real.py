@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _nvidia_smi
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _nvidia_smi, _snapshot
 
 CAPTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "simulator", "gpusim", "captures")
 FIELDS = _nvidia_smi.GPU_FIELDS
@@ -40,7 +40,7 @@ def judge(capture: str, fields=FIELDS, baseline=None, threshold=100, **values: s
     row = dict(capture_row(capture), **values)
     gpus, problems = _nvidia_smi.parse_gpu_rows(", ".join(row[field] for field in fields) + "\n", fields)
     assert problems == [] and len(gpus) == 1
-    verdict = _gpu_facts.Judge()
+    verdict = _snapshot.Judge()
     request = _gpu_facts.Request(idle_threshold_mib=threshold, ecc_baseline=baseline)
     facts = _gpu_facts._judge_gpu(gpus[0], [], request, verdict, set(), [])
     return verdict.unknown + verdict.busy, facts
