@@ -843,20 +843,6 @@ def _anchors(planned: Plan, proc: str) -> tuple[dict[int, int], set[int], set[in
     return parents, groups & led_groups, sessions & led_sessions
 
 
-def _entry(process: _procfs.Process, booted_at: float) -> dict[str, t.Any]:
-    container = process.container
-    return {
-        "pid": process.pid,
-        "ppid": process.ppid,
-        "name": process.name,
-        "cmdline": process.cmdline,
-        "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(_procfs.start_epoch(process, booted_at))),
-        "container": container.to_dict() if container else None,
-        "vmid": container.id if container and container.runtime == "lxc" else None,
-        "namespace_pid": process.namespace_pid,
-    }
-
-
 def _result(request: Request, planned: Plan, executor: Executor, units: dict[_procfs.ServiceUnit, list[Target]],
             supervisors: dict[str, list[Target]], unit_outcome: dict[_procfs.ServiceUnit, str],
             respawned: list[_procfs.Process],
@@ -867,7 +853,7 @@ def _result(request: Request, planned: Plan, executor: Executor, units: dict[_pr
         if target.skipped:
             planned.warnings.append(target.skipped)
             continue
-        entry = _entry(target.process, booted_at)
+        entry = _procfs.process_record(target.process, booted_at)
         entry.update(rule=target.rule, role=phases[target.phase], signals=target.signals)
         if target.gone and not target.failure:
             since = target.first_signal_at or executor.started
@@ -886,14 +872,14 @@ def _result(request: Request, planned: Plan, executor: Executor, units: dict[_pr
             survivors.append(entry)
     planned_entries = []
     for target in planned.targets:
-        entry = _entry(target.process, booted_at)
+        entry = _procfs.process_record(target.process, booted_at)
         entry.update(rule=target.rule, role=phases[target.phase],
                      signals=[request.signal] + (["SIGCONT"] if target.process.state in ("T", "t") else []))
         planned_entries.append(entry)
-    protected = [dict(_entry(process, booted_at), rule=rule, reason=reason) for process, rule, reason in planned.protected]
+    protected = [dict(_procfs.process_record(process, booted_at), rule=rule, reason=reason) for process, rule, reason in planned.protected]
     scope = f"not in container {request.container}" if request.container else \
         "in an LXC container of this host, left alone (container_processes=false)"
-    skipped = [dict(_entry(process, booted_at), rule=rule, reason=scope) for process, rule in planned.out_of_scope]
+    skipped = [dict(_procfs.process_record(process, booted_at), rule=rule, reason=scope) for process, rule in planned.out_of_scope]
     kinds = {"system": "systemd service", "user": "systemd user service", "other": "systemd service of another manager"}
     restarters = [{"unit": unit.name, "kind": kinds[unit.manager], "pids": [target.process.pid for target in targets],
                    "action": unit_outcome.get(unit, "reported")} for unit, targets in units.items()]
@@ -910,7 +896,7 @@ def _result(request: Request, planned: Plan, executor: Executor, units: dict[_pr
         "protected": protected,
         "skipped_out_of_scope": skipped,
         "restarters": restarters,
-        "respawned": [dict(_entry(process, booted_at), reason="started after the targets were signalled and matches "
+        "respawned": [dict(_procfs.process_record(process, booted_at), reason="started after the targets were signalled and matches "
                            "the selection: something restarts it") for process in respawned],
         "notes": planned.warnings,
         "grace_period": request.grace_period,

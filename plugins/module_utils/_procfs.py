@@ -13,6 +13,7 @@ import platform
 import pwd
 import re
 import stat
+import time
 import typing as t
 from dataclasses import dataclass
 
@@ -66,6 +67,11 @@ class Container:
 
     def to_dict(self) -> dict[str, str]:
         return {"runtime": self.runtime, "id": self.id}
+
+    @property
+    def vmid(self) -> str | None:
+        """The Proxmox vmid: what an LXC container on a Proxmox node is named by (other runtimes have none)."""
+        return self.id if self.runtime == "lxc" else None
 
     def describe(self) -> str:
         if self.runtime == "lxc":
@@ -577,6 +583,30 @@ def boot_time(proc: str = PROC) -> float:
 
 def start_epoch(process: Process, booted_at: float) -> float:
     return booted_at + process.start_ticks / CLOCK_TICKS
+
+
+# The keys of a process in every module's result, in this order.
+RECORD_KEYS = ("pid", "ppid", "name", "cmdline", "start_time", "container", "vmid", "namespace_pid")
+
+
+def iso_utc(epoch: float) -> str:
+    """A moment as results give it: UTC, ISO 8601 to the second, with Z (2026-11-29T20:14:01Z)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def process_record(process: Process, booted_at: float) -> dict[str, t.Any]:
+    """A process as every module returns it: the keys of RECORD_KEYS, the same forms everywhere."""
+    container = process.container
+    return {
+        "pid": process.pid,
+        "ppid": process.ppid,
+        "name": process.name,
+        "cmdline": process.cmdline,
+        "start_time": iso_utc(start_epoch(process, booted_at)),
+        "container": container.to_dict() if container else None,
+        "vmid": container.vmid if container else None,
+        "namespace_pid": process.namespace_pid,
+    }
 
 
 def descendants(root_pids: t.Iterable[int], table: t.Mapping[int, Process]) -> set[int]:

@@ -9,7 +9,6 @@ Both backends fill the same `Snapshot`; judging reads only these types, never a 
 
 from __future__ import annotations
 
-import datetime
 import re
 import typing as t
 from dataclasses import dataclass, field
@@ -142,23 +141,11 @@ class Holder:
             "in_scope": self.in_scope,
         }
         if process is None:
-            data.update(ppid=None, name=self.reported_name or None, cmdline=None, state=None, user=None,
-                        start_time=None, container=None, vmid=None, namespace_pid=None, wchan=None)
+            data.update(dict.fromkeys(_procfs.RECORD_KEYS), pid=self.pid, name=self.reported_name or None,
+                        state=None, user=None, wchan=None)
             return data
-        container = process.container
-        started = datetime.datetime.fromtimestamp(_procfs.start_epoch(process, booted_at), datetime.timezone.utc)
-        data.update(
-            ppid=process.ppid,
-            name=process.name,
-            cmdline=process.cmdline,
-            state=process.state,
-            user=process.user,
-            start_time=started.isoformat(timespec="seconds"),
-            container=container.to_dict() if container else None,
-            vmid=container.id if container and container.runtime == "lxc" else None,
-            namespace_pid=process.namespace_pid,
-            wchan=_procfs.wchan(process.pid, proc) if process.state == "D" else None,
-        )
+        data.update(_procfs.process_record(process, booted_at), state=process.state, user=process.user,
+                    wchan=_procfs.wchan(process.pid, proc) if process.state == "D" else None)
         return data
 
 
