@@ -17,40 +17,13 @@ import time
 import typing as t
 from dataclasses import dataclass
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _presets, _procfs, _rootfs, _settle, _snapshot, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _policy, _presets, _procfs, _rootfs, _settle, _snapshot, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import Holder, Judge
 
-# GPU infrastructure and GPU monitors that legitimately keep /dev/nvidia* open: never a
-# kill target, and a holder of a device alone (no memory) never makes the verdict busy.
-# A name is something a user controls, so memory counts whoever holds it: a GPU over the
-# idle threshold is busy even when every holder on it has one of these names.
-DEFAULT_PROTECTED = (
-    "nvidia-persistenced",
-    "nv-hostengine",            # DCGM: https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html
-    "dcgm-exporter",            # https://github.com/NVIDIA/dcgm-exporter
-    "dcgmi",
-    "nv-fabricmanager",
-    "nvidia-fabricmanager",
-    "nvidia-cuda-mps-control",
-    "nvidia-powerd",            # https://docs.nvidia.com/datacenter/tesla/driver-installation-guide (nvidia-powerd.service)
-    "nvidia-imex",              # https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/
-    "nvidia-imex-ctl",
-    "nvidia-gridd",             # https://docs.nvidia.com/vgpu/latest/grid-licensing-user-guide/
-    "nvidia-device-plugin",     # https://github.com/NVIDIA/k8s-device-plugin (cmd/nvidia-device-plugin)
-    "gpu-feature-discovery",    # https://github.com/NVIDIA/k8s-device-plugin (cmd/gpu-feature-discovery)
-    "Xorg",
-    "Xwayland",
-    "sshd",
-    "nvidia-smi",
-    "nvtop",                    # https://github.com/Syllo/nvtop
-    "nvitop",                   # https://github.com/XuehaiPan/nvitop (a Python console script)
-    "gpustat",                  # https://github.com/wookayin/gpustat (a Python console script)
-)
 BACKENDS = ("auto", "nvidia_smi", "nvml")
 DRIVER_GPUS_DIR = "/proc/driver/nvidia/gpus"
 _VMID = re.compile(r"^[1-9][0-9]{0,8}$")
-_PROTECT_NAME = re.compile(r"^[^\x00/]{1,255}$")
 
 
 @dataclass
@@ -89,9 +62,7 @@ class Request:
             raise GpuOpsError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.container is not None:
             validate_vmid(self.container)
-        for name in self.protect:
-            if not _PROTECT_NAME.fullmatch(name):
-                raise GpuOpsError(f"protect entries are process names (no '/', 1-255 characters), got {name!r}")
+        _policy.validate_protect(self.protect)
         if self.nvidia_smi_path is not None and ("\x00" in self.nvidia_smi_path or not self.nvidia_smi_path):
             raise GpuOpsError("nvidia_smi_path must be a non-empty path")
         for uuid, count in (self.ecc_baseline or {}).items():
@@ -100,7 +71,7 @@ class Request:
 
     @property
     def protected_names(self) -> frozenset[str]:
-        return frozenset(DEFAULT_PROTECTED) | frozenset(self.protect)
+        return _policy.protected_names(self.protect)
 
 
 def argument_spec() -> dict[str, dict[str, t.Any]]:
@@ -121,13 +92,6 @@ def validate_vmid(value: str) -> str:
     if not _VMID.fullmatch(value):
         raise GpuOpsError(f"container must be a Proxmox vmid (a positive integer such as 200), got {value!r}")
     return value
-
-
-def is_protected(process: _procfs.Process, names: frozenset[str]) -> bool:
-    """Protected by name: the program name, the script a Python interpreter runs (nvitop, gpustat), or the comm."""
-    if process.name in names or _presets.own_program(process.argv) in names:
-        return True
-    return any(len(name) > 15 and process.comm == name[:15] for name in names) or process.comm in names
 
 
 def _exe_name(pid: int, proc: str) -> str | None:
@@ -259,7 +223,7 @@ def find_holders(snapshot: _snapshot.Snapshot, table: dict[int, _procfs.Process]
         holders[pid] = holder
 
     for holder in holders.values():
-        holder.protected = holder.process is not None and is_protected(holder.process, protected)
+        holder.protected = holder.process is not None and _policy.is_protected(holder.process, protected)
     return holders
 
 

@@ -22,7 +22,7 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _presets, _procfs, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL")
@@ -34,10 +34,6 @@ MATCH_TIMEOUT_S = 2.0
 # pathological command line costs at most this much and leaves that one process unmatched, not the whole call.
 MATCH_BUDGET_PER_PROCESS_S = 0.5
 MATCH_PREFIX_CHARS = 4096
-# The Ansible command-line programs whose run (with all its forks) is never a target on its own host.
-ANSIBLE_CONTROLLERS = frozenset({"ansible-playbook", "ansible", "ansible-pull", "ansible-console"})
-# The per-connection process of OpenSSH's server (sshd-session since OpenSSH 9.8).
-SSH_SESSIONS = frozenset({"sshd", "sshd-session"})
 RESPAWN_WATCH_S = 3.0
 # Re-scans of trees that still grow at the end of the grace period, once their processes are stopped (SIGSTOP).
 GROWTH_ROUNDS = 10
@@ -46,9 +42,6 @@ D_STATE_KILL_AFTER_S = 3.0
 D_STATE_UNKILLABLE_AFTER_S = 3.0
 D_STATE_CHECK_S = 0.5
 MAX_PATTERN_LENGTH = 1000
-# Programs that run or wrap a namespace (never a server, and stopping them stops a container).
-NAMESPACE_INITS = frozenset({"init", "systemd", "openrc-init", "runit", "s6-svscan", "tini", "dumb-init",
-                             "catatonit", "docker-init", "lxc-init", "pause"})
 SUPERVISORS = frozenset({"supervisord", "runsv", "s6-supervise", "circusd", "monit"})
 
 CLIENT, ROOT, MEMBER = 0, 1, 2
@@ -89,9 +82,7 @@ class Request:
             raise GpuOpsError(f"signal must be one of {', '.join(SIGNALS)}, got {self.signal!r}")
         if self.container is not None:
             _gpu_facts.validate_vmid(self.container)
-        for name in self.protect:
-            if not name or "/" in name or "\x00" in name or len(name) > 255:
-                raise GpuOpsError(f"protect entries are process names (no '/', 1-255 characters), got {name!r}")
+        _policy.validate_protect(self.protect)
         for option in ("grace_period", "timeout"):
             value = getattr(self, option)
             if value is not None and not 0 <= value <= 86400:
@@ -168,7 +159,7 @@ class Selector:
     def __init__(self, request: Request) -> None:
         self.request = request
         self.presets = _presets.select(request.servers)
-        self.protected_names = frozenset(_gpu_facts.DEFAULT_PROTECTED) | frozenset(request.protect)
+        self.protected_names = _policy.protected_names(request.protect)
         self.ancestors = _procfs.self_and_ancestors(request.proc)
         self.gpu_holders: dict[tuple[int, int], str] = {}
         self.ansible_run: _procfs.Process | None = None
@@ -187,9 +178,9 @@ class Selector:
             if process is None or process.start_ticks != ticks:
                 only_wrappers = False
                 continue
-            if _presets.runs_program(process.argv, process.comm, ANSIBLE_CONTROLLERS):
+            if _presets.runs_program(process.argv, process.comm, _policy.ANSIBLE_CONTROLLERS):
                 self.ansible_run = process
-            elif session is None and process.comm in SSH_SESSIONS:
+            elif session is None and process.comm in _policy.SSH_SESSIONS:
                 session = process if only_wrappers else None
                 only_wrappers = False
             elif index and not _presets.is_wrapper(process.argv, process.comm):
@@ -256,21 +247,7 @@ class Selector:
             return "an ancestor of this module (the Ansible process chain)"
         if self.ansible_run is not None and self.in_ansible_run(process, self.table):
             return f"part of the Ansible run that started this module (below pid {self.ansible_run.pid})"
-        if process.pid == 1:
-            return ("PID 1 of this PID namespace: the kernel discards SIGKILL sent to it from inside, and its end "
-                    "would end every process here, this module included; stop it from the parent namespace")
-        if process.is_kernel_thread:
-            return "a kernel thread"
-        if process.is_namespace_init:
-            where = process.container.describe() if process.container else "its PID namespace"
-            if process.name in NAMESPACE_INITS:
-                return f"the init ({process.name}) of {where}: stopping it stops everything in it"
-            if member and process.container is not None:
-                return (f"PID 1 of {where}, reached only as a member of a target's tree: a container's "
-                        "PID 1 is stopped only when a rule matches it")
-        if _gpu_facts.is_protected(process, self.protected_names):
-            return "protected GPU infrastructure"
-        return None
+        return _policy.never_signalled(process, member, self.protected_names)
 
     def in_scope(self, process: _procfs.Process) -> bool:
         container = process.container

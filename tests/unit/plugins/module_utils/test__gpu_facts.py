@@ -55,13 +55,6 @@ def test_groups_break_on_size_gap_family_and_place():
     assert reasons[5].endswith("pid 16 (a) in the host; pid 17 (b) in the host")
 
 
-def test_protection_by_name_and_by_long_comm():
-    names = frozenset(_gpu_facts.DEFAULT_PROTECTED)
-    assert _gpu_facts.is_protected(process(1, "/usr/bin/nvidia-persistenced", comm="nvidia-persiste"), names)
-    assert _gpu_facts.is_protected(process(2, "", comm="nvidia-persiste"), names)
-    assert not _gpu_facts.is_protected(process(3, "python3 nvidia-persistenced.py", comm="python3"), names)
-
-
 @pytest.mark.parametrize("fields, message", [
     ({"wait_for": -1}, "wait_for must be between 0 and 3600 seconds, got -1"),
     ({"poll_interval": 0.001}, "poll_interval must be between 0.05 and 60 seconds, got 0.001"),

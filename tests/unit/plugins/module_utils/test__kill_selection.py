@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _kill, _presets, _procfs, _snapshot
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _kill, _policy, _presets, _procfs, _snapshot
 
 
 def proc(pid, ppid, cmdline, comm=None, pgid=None, sid=None):
@@ -192,14 +192,14 @@ def test_pattern_matching_bounds_each_command_line():
 
 
 def test_monitors_and_daemons_are_protected_by_program_or_script():
-    names = frozenset(_gpu_facts.DEFAULT_PROTECTED)
+    names = frozenset(_policy.DEFAULT_PROTECTED)
     for cmdline, comm in [("nvtop", None), ("/usr/bin/python3 /usr/local/bin/nvitop", "nvitop"),
                           ("python3 -m gpustat --watch", "python3"), ("/usr/bin/nvidia-powerd", None),
                           ("/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg", None), ("/usr/bin/nvidia-gridd", None),
                           ("nvidia-device-plugin --fail-on-init-error=false", None), ("dcgmi dmon", None),
                           ("/usr/bin/nv-hostengine -n", None), ("nvidia-smi dmon", None)]:
-        assert _gpu_facts.is_protected(proc(7, 1, cmdline, comm=comm), names), cmdline
-    assert not _gpu_facts.is_protected(proc(8, 1, "python3 nvtop.py"), names)
+        assert _policy.is_protected(proc(7, 1, cmdline, comm=comm), names), cmdline
+    assert not _policy.is_protected(proc(8, 1, "python3 nvtop.py"), names)
 
 
 def test_a_protected_name_never_hides_memory_over_the_threshold():
