@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import datetime
 import os
-import re
 import time
 import typing as t
 from dataclasses import dataclass
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _policy, _presets, _procfs, _rootfs, _settle, _snapshot, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _policy, _presets, _procfs, _scope, _settle, _snapshot, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._scope import validate_vmid
 from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import Holder, Judge
 
 BACKENDS = ("auto", "nvidia_smi", "nvml")
 DRIVER_GPUS_DIR = "/proc/driver/nvidia/gpus"
-_VMID = re.compile(r"^[1-9][0-9]{0,8}$")
 
 
 @dataclass
@@ -88,12 +87,6 @@ def argument_spec() -> dict[str, dict[str, t.Any]]:
     )
 
 
-def validate_vmid(value: str) -> str:
-    if not _VMID.fullmatch(value):
-        raise GpuOpsError(f"container must be a Proxmox vmid (a positive integer such as 200), got {value!r}")
-    return value
-
-
 def _exe_name(pid: int, proc: str) -> str | None:
     try:
         return os.path.basename(os.readlink(f"{proc}/{pid}/exe")).removesuffix(" (deleted)")
@@ -130,36 +123,6 @@ def gpu_minor_numbers(driver_dir: str = DRIVER_GPUS_DIR) -> dict[str, int]:
         if uuid and minor.isdigit():
             minors[uuid] = int(minor)
     return minors
-
-
-def _container_gpu_minors(init: _procfs.Process, proc: str) -> list[int]:
-    """The minors of the node's GPUs whose device files the container has, known by what each file is.
-
-    The container's root controls every name in its /dev: it can remove /dev/nvidia1 or
-    create its own /dev/nvidia5. A file counts only when it is one of the node's
-    /dev/nvidiaN (same device number, or the same file); its name inside is ignored.
-    /dev is opened confined to the container's root and the lookups run under a deadline
-    (a name there can be a mount of a stalled FUSE file).
-    """
-    ours = {identity: int(match.group(1)) for identity, name in _procfs.nvidia_device_files().items()
-            for match in [_procfs.NVIDIA_GPU_DEVICE.match(name)] if match}
-    identities: list[tuple[list[int], int]] = [(list(identity), minor) for identity, minor in ours.items()]
-    root = f"{proc}/{init.pid}/root"
-
-    def work() -> list[int]:
-        known = {tuple(identity): minor for identity, minor in identities}
-        found: set[int] = set()
-        with _rootfs.TmpfsDir(root, "/dev") as dev:
-            for name in dev.names():
-                try:
-                    info = os.stat(name, dir_fd=dev.fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if _procfs.device_identity(info) in known:
-                    found.add(known[_procfs.device_identity(info)])
-        return sorted(found)
-    what = f"reading the device files of container {init.container.id if init.container else '?'}"
-    return list(_procfs.bounded(work, _procfs.SCAN_TIMEOUT_S, what))
 
 
 def resolve_nvidia_smi(path: str | None) -> str:
@@ -284,29 +247,10 @@ def collect(request: Request) -> dict[str, t.Any]:
     judge.unknown.extend(snapshot.problems)
 
     gpus = sorted(snapshot.gpus, key=lambda gpu: gpu.index)
-    scope: dict[str, t.Any] = {"container": request.container, "gpu_indexes": [gpu.index for gpu in gpus]}
+    scope: dict[str, t.Any] = {"container": request.container}
     if request.container is not None:
-        init = _procfs.container_init(request.container, table)
-        if init is None:
-            judge.unknown.append(f"container {request.container} is not running on this node")
-            gpus = []
-        for holder in holders.values():
-            container = holder.process.container if holder.process else None
-            holder.in_scope = container is not None and container.runtime == "lxc" and container.id == request.container
-        if init is not None:
-            try:
-                given = set(_container_gpu_minors(init, request.proc))
-            except GpuOpsError as error:
-                judge.unknown.append(f"the GPUs of container {request.container} cannot be read: {error}")
-                given = set()
-            devices = {gpu.index for gpu in gpus if minors[gpu.index] in given}
-            # What its processes hold or have open counts whatever the container's /dev says.
-            held = {index for holder in holders.values() if holder.in_scope for index in holder.used_mib}
-            judge.busy.extend(f"GPU {index} is held by a process of container {request.container} but is not "
-                              f"among the device files the node gave it" for index in sorted(held - devices))
-            gpus = [gpu for gpu in gpus if gpu.index in devices | held]
-            scope["init_pid"] = init.pid
-        scope["gpu_indexes"] = [gpu.index for gpu in gpus]
+        gpus, scope = _scope.container_gpus(request.container, gpus, holders, minors, table, request.proc, judge)
+    scope["gpu_indexes"] = [gpu.index for gpu in gpus]
 
     expected = request.expected_gpu_count
     if expected is not None and len(gpus) < expected and not snapshot.problems:

@@ -22,7 +22,7 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _scope, _subprocess
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL")
@@ -81,7 +81,7 @@ class Request:
         if self.signal not in SIGNALS:
             raise GpuOpsError(f"signal must be one of {', '.join(SIGNALS)}, got {self.signal!r}")
         if self.container is not None:
-            _gpu_facts.validate_vmid(self.container)
+            _scope.validate_vmid(self.container)
         _policy.validate_protect(self.protect)
         for option in ("grace_period", "timeout"):
             value = getattr(self, option)
@@ -250,10 +250,7 @@ class Selector:
         return _policy.never_signalled(process, member, self.protected_names)
 
     def in_scope(self, process: _procfs.Process) -> bool:
-        container = process.container
-        if self.request.container is None:
-            return self.request.container_processes or container is None or container.runtime != "lxc"
-        return container is not None and container.runtime == "lxc" and container.id == self.request.container
+        return _scope.selectable(process, self.request.container, self.request.container_processes)
 
     def rule_for(self, process: _procfs.Process, pattern_rules: dict[int, str]) -> tuple[str, int] | None:
         pattern_rule = pattern_rules.get(process.pid)

@@ -144,6 +144,12 @@ class Process:
         return container_of(self.cgroups, nested=len(self.nspid) > 1)
 
     @property
+    def vmid(self) -> str | None:
+        """The vmid of the LXC container (Proxmox guest) the process runs in; None on the host or in another runtime."""
+        container = self.container
+        return container.vmid if container else None
+
+    @property
     def service_unit(self) -> ServiceUnit | None:
         """The systemd service whose cgroup holds the process, if any, and which manager it belongs to."""
         for manager in ("system", "user", "other"):
@@ -604,7 +610,7 @@ def process_record(process: Process, booted_at: float) -> dict[str, t.Any]:
         "cmdline": process.cmdline,
         "start_time": iso_utc(start_epoch(process, booted_at)),
         "container": container.to_dict() if container else None,
-        "vmid": container.vmid if container else None,
+        "vmid": process.vmid,
         "namespace_pid": process.namespace_pid,
     }
 
@@ -626,9 +632,7 @@ def descendants(root_pids: t.Iterable[int], table: t.Mapping[int, Process]) -> s
 def container_init(vmid: str, table: t.Mapping[int, Process]) -> Process | None:
     """PID 1 of the LXC container with this id, as seen from its node."""
     for process in table.values():
-        container = process.container
-        if container is not None and container.runtime == "lxc" and container.id == vmid \
-                and process.namespace_pid == 1:
+        if process.namespace_pid == 1 and process.vmid == vmid:
             return process
     return None
 
