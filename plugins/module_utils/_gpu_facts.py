@@ -251,47 +251,12 @@ def collect(request: Request) -> dict[str, t.Any]:
     if request.container is not None:
         gpus, scope = _scope.container_gpus(request.container, gpus, holders, minors, table, request.proc, judge)
     scope["gpu_indexes"] = [gpu.index for gpu in gpus]
-
-    expected = request.expected_gpu_count
-    if expected is not None and len(gpus) < expected and not snapshot.problems:
-        lister = "NVML" if snapshot.backend == "nvml" else "nvidia-smi"
-        where = f"container {request.container} has" if request.container else f"{lister} listed"
-        judge.unknown.append(f"expected {expected} GPUs, {where} {len(gpus)}")
-    elif expected is not None and len(gpus) < expected:
-        judge.unknown.append(f"expected {expected} GPUs, only {len(gpus)} answered")
-    if not gpus and not judge.unknown:
-        judge.unknown.append("no GPU to judge")
+    _judge_count(request, snapshot, gpus, judge)
 
     in_scope_indexes = {gpu.index for gpu in gpus}
-    gpu_facts = []
-    named: set[int] = set()
-    held: list[tuple[_snapshot.GpuRow, int, list[Holder]]] = []
-    for gpu in gpus:
-        gpu_holders = [holder for holder in holders.values() if gpu.index in holder.used_mib]
-        gpu_facts.append(_judge_gpu(gpu, gpu_holders, request, judge, named, held))
-    judge.busy[:0] = held_reasons(held, request.idle_threshold_mib)
-
+    gpu_facts, named = _judge_gpus(gpus, holders, request, judge)
     for holder in sorted(holders.values(), key=lambda holder: holder.pid):
-        shared = sorted(in_scope_indexes & set(holder.used_mib))
-        if (holder.protected and not _over_threshold(holder, request)) or (holder.used_mib and not shared):
-            continue
-        if request.container is not None and not holder.in_scope:
-            if shared:
-                owner = (f"vmid {holder.process.container.id} pid {holder.pid}"
-                         if holder.process and holder.process.container else holder.describe())
-                judge.busy.append(f"GPU {', '.join(map(str, shared))} held outside this container by {owner}")
-            continue
-        if holder.process is not None and holder.process.state == "D":
-            judge.busy.append(f"{holder.describe()} is in uninterruptible sleep (state D, wchan "
-                              f"{_procfs.wchan(holder.pid, request.proc) or 'unknown'}) and cannot be stopped")
-        elif holder.pid not in named:
-            what = (f"holds {sum(holder.used_mib.values())} MiB on GPU {', '.join(map(str, shared))}"
-                    if holder.listed_by_driver else f"has {', '.join(holder.devices)} open")
-            judge.busy.append(f"{holder.describe()} {what}")
-        advice = _presets.orphan_advice(holder.process.argv, holder.process.comm) if holder.process else None
-        if advice and _orphaned(holder.process, table):
-            judge.busy.append(f"pid {holder.pid} was left behind by a stopped engine (its parent and its process "
-                              f"group's leader have exited): {advice}")
+        _judge_holder(holder, sorted(in_scope_indexes & set(holder.used_mib)), named, request, table, judge)
 
     booted_at = _procfs.boot_time(request.proc)
     listed = [holder for holder in holders.values() if request.container is None or holder.in_scope
@@ -302,7 +267,7 @@ def collect(request: Request) -> dict[str, t.Any]:
         "reasons": judge.reasons,
         "backend": snapshot.backend,
         "driver_version": driver,
-        "expected_gpu_count": expected,
+        "expected_gpu_count": request.expected_gpu_count,
         "gpu_count": len(gpus),
         "idle_threshold_mib": request.idle_threshold_mib,
         "scope": scope,
@@ -314,6 +279,57 @@ def collect(request: Request) -> dict[str, t.Any]:
         "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
         "elapsed_s": round(time.monotonic() - started, 3),
     }
+
+
+def _judge_count(request: Request, snapshot: _snapshot.Snapshot, gpus: list[_snapshot.GpuRow], judge: Judge) -> None:
+    """Fewer GPUs than expected, or none at all, is never clean."""
+    expected = request.expected_gpu_count
+    if expected is not None and len(gpus) < expected and not snapshot.problems:
+        lister = "NVML" if snapshot.backend == "nvml" else "nvidia-smi"
+        where = f"container {request.container} has" if request.container else f"{lister} listed"
+        judge.unknown.append(f"expected {expected} GPUs, {where} {len(gpus)}")
+    elif expected is not None and len(gpus) < expected:
+        judge.unknown.append(f"expected {expected} GPUs, only {len(gpus)} answered")
+    if not gpus and not judge.unknown:
+        judge.unknown.append("no GPU to judge")
+
+
+def _judge_gpus(gpus: list[_snapshot.GpuRow], holders: dict[int, Holder], request: Request,
+                judge: Judge) -> tuple[list[dict[str, t.Any]], set[int]]:
+    """Each GPU's facts; the reasons for GPUs held over the threshold go first. Returns the PIDs they name."""
+    gpu_facts = []
+    named: set[int] = set()
+    held: list[tuple[_snapshot.GpuRow, int, list[Holder]]] = []
+    for gpu in gpus:
+        gpu_holders = [holder for holder in holders.values() if gpu.index in holder.used_mib]
+        gpu_facts.append(_judge_gpu(gpu, gpu_holders, request, judge, named, held))
+    judge.busy[:0] = held_reasons(held, request.idle_threshold_mib)
+    return gpu_facts, named
+
+
+def _judge_holder(holder: Holder, shared: list[int], named: set[int], request: Request,
+                  table: dict[int, _procfs.Process], judge: Judge) -> None:
+    """What one holder says about the verdict. shared: the GPUs in scope it holds; named: PIDs a GPU's reason names."""
+    if (holder.protected and not _over_threshold(holder, request)) or (holder.used_mib and not shared):
+        return
+    if request.container is not None and not holder.in_scope:
+        if shared:
+            owner = (f"vmid {holder.process.container.id} pid {holder.pid}"
+                     if holder.process and holder.process.container else holder.describe())
+            judge.busy.append(f"GPU {', '.join(map(str, shared))} held outside this container by {owner}")
+        return
+    if holder.process is not None and holder.process.state == "D":
+        judge.busy.append(f"{holder.describe()} is in uninterruptible sleep (state D, wchan "
+                          f"{_procfs.wchan(holder.pid, request.proc) or 'unknown'}) and cannot be stopped")
+    elif holder.pid not in named:
+        what = (f"holds {sum(holder.used_mib.values())} MiB on GPU {', '.join(map(str, shared))}"
+                if holder.listed_by_driver else f"has {', '.join(holder.devices)} open")
+        judge.busy.append(f"{holder.describe()} {what}")
+    process = holder.process
+    advice = _presets.orphan_advice(process.argv, process.comm) if process else None
+    if process is not None and advice and _orphaned(process, table):
+        judge.busy.append(f"pid {holder.pid} was left behind by a stopped engine (its parent and its process "
+                          f"group's leader have exited): {advice}")
 
 
 def _over_threshold(holder: Holder, request: Request) -> bool:
@@ -407,11 +423,11 @@ def _judge_gpu(gpu: _snapshot.GpuRow, holders: list[Holder], request: Request, j
     judge.unknown.extend(f"{label}: {reason}" for reason in _driver_doubts(gpu, request.ecc_baseline))
     listed = [holder for holder in holders if holder.listed_by_driver]
     over = used is not None and used > request.idle_threshold_mib
-    if over and listed:
+    if used is not None and over and listed:
         owners = [holder for holder in listed if not holder.protected] or listed
         named.update(holder.pid for holder in owners)
         held.append((gpu, used, owners))
-    elif over:
+    elif used is not None and over:
         baseline = (" (or, with MIG enabled, this is the idle baseline of tens of MiB: raise idle_threshold_mib)"
                     if gpu.mig_mode == "Enabled" and used < 1024 else "")
         judge.busy.append(f"{label}: {used} MiB used by no process; needs `nvidia-smi --gpu-reset -i {gpu.index}` "
