@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import signal
 import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _scope, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _scope, _signal, _tree
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL")
@@ -37,16 +36,10 @@ MATCH_PREFIX_CHARS = 4096
 RESPAWN_WATCH_S = 3.0
 # Re-scans of trees that still grow at the end of the grace period, once their processes are stopped (SIGSTOP).
 GROWTH_ROUNDS = 10
-# A target in uninterruptible sleep gets SIGKILL after this long in it, and is unkillable this long after SIGKILL.
-D_STATE_KILL_AFTER_S = 3.0
-D_STATE_UNKILLABLE_AFTER_S = 3.0
-D_STATE_CHECK_S = 0.5
 MAX_PATTERN_LENGTH = 1000
 SUPERVISORS = frozenset({"supervisord", "runsv", "s6-supervise", "circusd", "monit"})
 
 CLIENT, ROOT, MEMBER = 0, 1, 2
-# C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @dataclass
@@ -127,27 +120,8 @@ def compile_pattern(option: str, index: int, pattern: str) -> t.Pattern[str]:
 
 
 @dataclass
-class Target:
-    process: _procfs.Process
-    rule: str
-    phase: int
-    pidfd: int | None = None
-    signals: list[str] = field(default_factory=list)
-    first_signal_at: float | None = None
-    exited_at: float | None = None
-    failure: str | None = None
-    # The executable at pinning; a process that runs another program before a signal is skipped (the reason).
-    exe: str | None = None
-    skipped: str | None = None
-
-    @property
-    def gone(self) -> bool:
-        return self.exited_at is not None
-
-
-@dataclass
 class Plan:
-    targets: list[Target] = field(default_factory=list)
+    targets: list[_signal.Target] = field(default_factory=list)
     protected: list[tuple[_procfs.Process, str, str]] = field(default_factory=list)
     out_of_scope: list[tuple[_procfs.Process, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -233,7 +207,7 @@ class Selector:
                               f"{', '.join(repr(pattern) for _kind, pattern in patterns)}") from None
         for index in skipped:
             note = (f"pid {pids[index]} not matched: the patterns took longer than {MATCH_BUDGET_PER_PROCESS_S:g} s "
-                    f"on its command line ({_printable(lines[index][:80])} ...)")
+                    f"on its command line ({_signal.printable(lines[index][:80])} ...)")
             if notes is not None and note not in notes:
                 notes.append(note)
         return {pids[index]: f"{patterns[which][0]} {patterns[which][1]!r}"
@@ -289,7 +263,7 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
         selector.read_gpu_holders(table, result)
     selector.observe(table)
     pattern_rules = selector.pattern_matches(table, result.warnings)
-    chosen: dict[int, Target] = {}
+    chosen: dict[int, _signal.Target] = {}
     for process in table.values():
         matched = selector.rule_for(process, pattern_rules)
         if matched is None:
@@ -298,10 +272,10 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
         _consider(process, matched[0], matched[1], chosen, result, selector)
 
     # Whole trees: descendants, and the members of process groups and sessions a target leads.
-    holds = _PidHolders(request.proc)
+    holds = _tree.PidHolders(request.proc)
     for target in list(chosen.values()):
         leader = target.process.pid
-        for pid in sorted(_tree_members(target.process, table, holds, selector)):
+        for pid in sorted(_tree.tree_members(target.process, table, holds, selector)):
             if pid not in chosen:
                 phase = CLIENT if target.phase == CLIENT else MEMBER
                 _consider(table[pid], f"member of the tree of pid {leader} ({target.rule})", phase, chosen, result,
@@ -315,68 +289,12 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
     return result
 
 
-class _PidHolders:
-    """Whether a process of the snapshot still holds its PID, read once after the whole snapshot was taken."""
-
-    def __init__(self, proc: str) -> None:
-        self.proc = proc
-        self.known: dict[int, bool] = {}
-
-    def __call__(self, process: _procfs.Process) -> bool:
-        if process.pid not in self.known:
-            self.known[process.pid] = _procfs.start_ticks(process.pid, self.proc) == process.start_ticks
-        return self.known[process.pid]
-
-
 def _report_spared(process: _procfs.Process, pattern_rules: dict[int, str], result: Plan, selector: Selector) -> None:
     """A process that a pattern matched but that no pattern may select is reported, with why."""
     rule = pattern_rules.get(process.pid)
     why = selector.spared_from_patterns(process) if rule else None
     if rule and why and not any(entry[0].pid == process.pid for entry in result.protected):
         result.protected.append((process, rule, selector.protection(process) or why))
-
-
-def _tree_members(leader: _procfs.Process, table: dict[int, _procfs.Process],
-                  holds: t.Callable[[_procfs.Process], bool], selector: Selector) -> set[int]:
-    """Descendants of the leader and members of the group and session it leads, by identity, not by number,
-    without bystanders or what runs below them.
-
-    A link (PPID, PGID or SID equal to a PID) counts only when that process still holds its PID after the
-    snapshot and the member started no earlier than it: then the PID was its own while the member's record
-    was read, and never a number a dead process had released.
-    """
-    children: dict[int, list[_procfs.Process]] = {}
-    for process in table.values():
-        children.setdefault(process.ppid, []).append(process)
-    found: set[int] = set()
-    stack = [leader]
-    while stack:
-        parent = stack.pop()
-        if not holds(parent):
-            continue
-        for child in children.get(parent.pid, ()):
-            if child.pid not in found and child.pid != leader.pid and child.start_ticks >= parent.start_ticks \
-                    and not selector.is_bystander(child):
-                found.add(child.pid)
-                stack.append(child)
-    if holds(leader):
-        found |= {process.pid for process in table.values() if process.pid != leader.pid
-                  and leader.pid in (process.pgid, process.sid) and process.start_ticks >= leader.start_ticks
-                  and not _below_bystander(process, leader.pid, table, selector)}
-    return found
-
-
-def _below_bystander(process: _procfs.Process, leader: int, table: dict[int, _procfs.Process],
-                     selector: Selector) -> bool:
-    """Whether the process or one of its ancestors (up to the leader) is a bystander."""
-    current: _procfs.Process | None = process
-    for _step in range(len(table) + 1):
-        if current is None or current.pid == leader or current.pid <= 1:
-            return False
-        if selector.is_bystander(current):
-            return True
-        current = table.get(current.ppid)
-    return False
 
 
 def _note_unhandled_init_signals(request: Request, result: Plan) -> None:
@@ -390,7 +308,7 @@ def _note_unhandled_init_signals(request: Request, result: Plan) -> None:
                                    f"{request.signal}: the kernel discards it, so it gets SIGKILL after the grace period")
 
 
-def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int, Target], result: Plan,
+def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int, _signal.Target], result: Plan,
               selector: Selector) -> None:
     if process.pid in chosen or any(entry[0].pid == process.pid for entry in result.protected):
         return
@@ -406,216 +324,7 @@ def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int,
     elif not selector.in_scope(process):
         result.out_of_scope.append((process, rule))
     else:
-        chosen[process.pid] = Target(process, rule, phase)
-
-
-def _printable(text: str) -> str:
-    """Control characters (newlines included) escaped: a command line must not forge a line of the system log."""
-    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
-
-
-class Executor:
-    """Sends the signals and waits, within the request's deadlines."""
-
-    def __init__(self, request: Request, log: t.Callable[[str], None], started: float | None = None) -> None:
-        self.request = request
-        self.log = log
-        self.started = time.monotonic()
-        self.deadline = (started or self.started) + float(request.timeout or 0)
-        # SIGKILL after the grace period, but always early enough to leave half the time after it for the final wait.
-        self.grace_deadline = min(self.started + float(request.grace_period or 0),
-                                  self.deadline - (float(request.timeout or 0) - float(request.grace_period or 0)) / 2)
-        self.targets: list[Target] = []
-        self.d_state = DStateWatch()
-
-    def pin(self, target: Target) -> bool:
-        """Open a pidfd and make sure it is still the process we planned for (not a reused PID)."""
-        try:
-            pidfd = os.pidfd_open(target.process.pid)
-        except ProcessLookupError:
-            target.exited_at = time.monotonic()
-            return False
-        if _procfs.start_ticks(target.process.pid, self.request.proc) != target.process.start_ticks:
-            os.close(pidfd)
-            target.exited_at = time.monotonic()
-            return False
-        target.pidfd = pidfd
-        identity = _procfs.program_identity(target.process.pid, self.request.proc)
-        target.exe = identity[0] if identity else None
-        return self.same_program(target)
-
-    def same_program(self, target: Target) -> bool:
-        """Whether the pinned process still runs the program it was selected for (no exec since the snapshot).
-
-        Read through /proc/PID, then checked against the pidfd: while the process has not exited, the PID is
-        its own, so what was read is about it. A process that is exiting runs no program any more: a signal
-        through its pidfd can only reach it. False marks it skipped (with the reason in the notes).
-        """
-        pid = target.process.pid
-        identity = _procfs.program_identity(pid, self.request.proc)
-        if identity is None or _exited(t.cast(int, target.pidfd)):
-            return True
-        exe, layout = identity
-        if exe == target.exe and layout == target.process.layout:
-            return True
-        what = f"executable {target.exe} -> {exe}" if exe != target.exe else f"{exe}, loaded anew (exec)"
-        target.skipped = (f"pid {pid} ({target.process.cmdline[:200]}) runs another program since it was selected "
-                          f"({what}; now: {_cmdline_now(pid, self.request.proc)}): not signalled")
-        self.log(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: skipped {target.skipped}")
-        return False
-
-    def send(self, target: Target, name: str) -> None:
-        if target.gone or target.pidfd is None or target.failure or target.skipped:
-            return
-        if not self.same_program(target):
-            return
-        number = getattr(signal, name)
-        try:
-            signal.pidfd_send_signal(target.pidfd, number)
-        except ProcessLookupError:
-            target.exited_at = target.exited_at or time.monotonic()
-            return
-        except PermissionError:
-            target.failure = f"permission denied sending {name} (EPERM)"
-            return
-        target.signals.append(name)
-        target.first_signal_at = target.first_signal_at or time.monotonic()
-        process = target.process
-        self.log(_printable(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: sent {name} to pid {process.pid} "
-                            f"({process.cmdline[:200]}) started at tick {process.start_ticks}; rule: {target.rule}"))
-        if name not in ("SIGKILL", "SIGSTOP") and _procfs.state_of(process.pid, self.request.proc) in ("T", "t"):
-            self.send(target, "SIGCONT")
-
-    def wait(self, targets: list[Target], until: float) -> None:
-        """Wait until these targets are gone or the moment passes; a pidfd turns readable at exit."""
-        until = min(until, self.deadline)
-        while True:
-            alive = [target for target in targets
-                     if not target.gone and target.pidfd is not None and not target.failure and not target.skipped]
-            remaining = until - time.monotonic()
-            if not alive or remaining <= 0:
-                return
-            poller = select.poll()
-            for target in alive:
-                poller.register(t.cast(int, target.pidfd), select.POLLIN)
-            ready = {fd for fd, _mask in poller.poll(max(1, int(min(remaining, D_STATE_CHECK_S) * 1000)))}
-            now = time.monotonic()
-            for target in alive:
-                if target.pidfd in ready:
-                    target.exited_at = now
-            self.d_state.check(self, [target for target in alive if not target.gone], now)
-
-    def close(self) -> None:
-        for target in self.targets:
-            if target.pidfd is not None:
-                os.close(target.pidfd)
-                target.pidfd = None
-
-
-def _exited(pidfd: int) -> bool:
-    """Whether the process behind a pidfd has exited (without waiting)."""
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(0))
-
-
-def _cmdline_now(pid: int, proc: str) -> str:
-    process = _procfs.read_process(pid, proc)
-    return process.cmdline[:200] if process else "gone"
-
-
-class DStateWatch:
-    """Targets in uninterruptible sleep (state D): SIGKILL after a few seconds of it instead of the whole grace
-    period, and given up as unkillable when SIGKILL has not taken effect a few seconds later, instead of waiting
-    out the kill timeout. SIGKILL stays pending on a D-state process; it dies if the kernel call ever returns."""
-
-    def __init__(self) -> None:
-        self.since: dict[int, float] = {}
-        self.killed_at: dict[int, float] = {}
-
-    def check(self, executor: Executor, targets: list[Target], now: float) -> None:
-        for target in targets:
-            pid = target.process.pid
-            if not target.signals or _procfs.state_of(pid, executor.request.proc) != "D":
-                self.since.pop(pid, None)
-                continue
-            since = self.since.setdefault(pid, now)
-            if "SIGKILL" not in target.signals:
-                if now - since >= D_STATE_KILL_AFTER_S:
-                    executor.send(target, "SIGKILL")
-                    self.killed_at[pid] = now
-                continue
-            killed = self.killed_at.setdefault(pid, now)
-            if now - max(killed, since) >= D_STATE_UNKILLABLE_AFTER_S:
-                wchan = _procfs.wchan(pid, executor.request.proc)
-                target.failure = (f"unkillable: in uninterruptible sleep (state D, wchan {wchan or 'unknown'}) "
-                                  f"{now - killed:.1f} s after SIGKILL")
-                self.kill_ancestors(executor, target)
-
-    @staticmethod
-    def kill_ancestors(executor: Executor, target: Target) -> None:
-        """SIGKILL the rest of an unkillable target's server (its ancestors and its session among the targets): a
-        shutdown that waits for that member (a parent joining its workers, a tracker reading its pipe) cannot finish."""
-        by_pid = {other.process.pid: other for other in executor.targets}
-        server = {other.process.pid for other in executor.targets if other.process.sid == target.process.sid}
-        parent = by_pid.get(target.process.ppid)
-        while parent is not None and parent.process.pid not in server | {target.process.pid}:
-            server.add(parent.process.pid)
-            parent = by_pid.get(parent.process.ppid)
-        for pid in sorted(server - {target.process.pid}):
-            other = by_pid[pid]
-            if other.signals and not other.gone and "SIGKILL" not in other.signals:
-                executor.send(other, "SIGKILL")
-
-
-def stop_units(units: dict[_procfs.ServiceUnit, list[Target]], executor: Executor,
-               warnings: list[str]) -> dict[_procfs.ServiceUnit, str]:
-    """systemctl stop each unit of the system manager that would restart its targets, once the manager confirms
-    that the unit's ControlGroup is the targets' cgroup; units of other managers are only reported."""
-    outcome = {}
-    systemctl = _subprocess.which("systemctl")
-    for unit in units:
-        if unit.manager != "system":
-            outcome[unit] = unit_report(unit)
-            continue
-        if systemctl is None:
-            outcome[unit] = "not stopped: systemctl not found"
-            continue
-        control_group = _control_group(systemctl, unit, executor)
-        if control_group != unit.cgroup:
-            outcome[unit] = (f"not stopped: systemctl show -p ControlGroup {unit.name} says {control_group!r}, "
-                             f"not the targets' cgroup {unit.cgroup}")
-            warnings.append(f"{unit.name}: {outcome[unit]}")
-            continue
-        remaining = max(executor.deadline - time.monotonic() - 1, 1)
-        result = _subprocess.run([systemctl, "stop", unit.name], timeout=remaining)
-        if result.ok:
-            outcome[unit] = "stopped with systemctl stop"
-            executor.log(_printable(f"gpuops.hygiene.inference_server_kill: systemctl stop {unit.name}"))
-        else:
-            outcome[unit] = f"systemctl stop failed ({result.rc}): {(result.stderr or result.stdout).strip()[:200]}"
-            warnings.append(f"{unit.name}: {outcome[unit]}")
-    return outcome
-
-
-def _control_group(systemctl: str, unit: _procfs.ServiceUnit, executor: Executor) -> str:
-    """The cgroup the system manager itself gives the unit (empty when it does not know the unit)."""
-    remaining = max(min(executor.deadline - time.monotonic() - 1, 5.0), 1)
-    result = _subprocess.run([systemctl, "show", "-p", "ControlGroup", "--value", unit.name], timeout=remaining)
-    return result.stdout.strip() if result.ok else f"(failed: {(result.stderr or result.stdout).strip()[:200]})"
-
-
-def unit_report(unit: _procfs.ServiceUnit, stop_units: bool = True) -> str:
-    """What is said about a unit that is not stopped."""
-    if unit.manager == "user":
-        return (f"reported, never stopped: a unit of the user manager of uid {unit.uid} (cgroup {unit.cgroup}); "
-                f"its user can stop it (systemctl --user -M {unit.uid}@ stop {unit.name})")
-    if unit.manager == "other":
-        return (f"reported, never stopped: not a unit of this host's system manager (cgroup {unit.cgroup}), "
-                f"a container's or a delegated manager's")
-    if not stop_units:
-        return "reported (set stop_units=true to stop it instead of fighting its restarts)"
-    return "would be stopped with systemctl stop"
+        chosen[process.pid] = _signal.Target(process, rule, phase)
 
 
 def _supervisor_of(process: _procfs.Process, table: dict[int, _procfs.Process]) -> str | None:
@@ -642,8 +351,8 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
     planned = plan(request, table, selector)
     booted_at = _procfs.boot_time(request.proc)
 
-    units: dict[_procfs.ServiceUnit, list[Target]] = {}
-    supervisors: dict[str, list[Target]] = {}
+    units: dict[_procfs.ServiceUnit, list[_signal.Target]] = {}
+    supervisors: dict[str, list[_signal.Target]] = {}
     for target in planned.targets:
         unit = target.process.service_unit
         if unit:
@@ -654,7 +363,7 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
 
     unit_outcome: dict[_procfs.ServiceUnit, str] = {}
     respawned: list[_procfs.Process] = []
-    executor = Executor(request, log, started)
+    executor = _signal.Executor(request, log, started)
     if not request.check_mode and planned.targets:
         try:
             restarters_left = bool(supervisors) or any(
@@ -663,18 +372,18 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
         finally:
             executor.close()
     for unit in units:
-        unit_outcome.setdefault(unit, unit_report(unit, request.stop_units))
+        unit_outcome.setdefault(unit, _signal.unit_report(unit, request.stop_units))
 
     return _result(request, planned, executor, units, supervisors, unit_outcome, respawned, booted_at, started)
 
 
-def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list[Target]], restarters_left: bool,
-          table: dict[int, _procfs.Process], selector: Selector, executor: Executor,
+def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list[_signal.Target]], restarters_left: bool,
+          table: dict[int, _procfs.Process], selector: Selector, executor: _signal.Executor,
           respawned: list[_procfs.Process]) -> dict[_procfs.ServiceUnit, str]:
     executor.targets = planned.targets
     for target in planned.targets:
         executor.pin(target)
-    unit_outcome = stop_units(units, executor, planned.warnings) if request.stop_units and units else {}
+    unit_outcome = _signal.stop_units(units, executor, planned.warnings) if request.stop_units and units else {}
     grace_deadline = executor.grace_deadline
 
     clients = [target for target in planned.targets if target.phase == CLIENT]
@@ -719,7 +428,7 @@ def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list
 
 
 def _chase(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-           executor: Executor, respawned: list[_procfs.Process]) -> list[Target]:
+           executor: _signal.Executor, respawned: list[_procfs.Process]) -> list[_signal.Target]:
     """Re-scan; pin the new members of the trees and add them to the targets."""
     found = []
     for target in _rescan(request, planned, table, selector, respawned):
@@ -730,7 +439,7 @@ def _chase(request: Request, planned: Plan, table: dict[int, _procfs.Process], s
 
 
 def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-                 executor: Executor, respawned: list[_procfs.Process], servers: list[Target]) -> list[Target]:
+                 executor: _signal.Executor, respawned: list[_procfs.Process], servers: list[_signal.Target]) -> list[_signal.Target]:
     """Before SIGKILL: if the trees still grow, stop them (SIGSTOP, roots first) and re-scan until nothing new appears.
 
     A stopped process cannot fork, so every round finds only children forked before their parent stopped, and
@@ -756,7 +465,7 @@ def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Proce
 
 
 def _last_look(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-               executor: Executor, respawned: list[_procfs.Process]) -> None:
+               executor: _signal.Executor, respawned: list[_procfs.Process]) -> None:
     """After SIGKILL: late members of the trees get SIGKILL too (they are no respawn); other new matches are respawns."""
     late = _chase(request, planned, table, selector, executor, respawned)
     for target in late:
@@ -765,11 +474,11 @@ def _last_look(request: Request, planned: Plan, table: dict[int, _procfs.Process
 
 
 def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-            respawned: list[_procfs.Process]) -> list[Target]:
+            respawned: list[_procfs.Process]) -> list[_signal.Target]:
     """After the first signals: new processes of the trees are chased, new matches are respawns."""
     known = {target.process.identity for target in planned.targets} | {process.identity for process in respawned}
     now_table = _procfs.scan(request.proc)
-    parents, groups, sessions = _anchors(planned, request.proc)
+    parents, groups, sessions = _tree.anchors(planned.targets, request.proc)
     try:
         pattern_rules = selector.pattern_matches(now_table)
     except GpuOpsError as error:
@@ -789,36 +498,14 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
         if selector.protection(process, member=in_tree) or not selector.in_scope(process):
             continue
         if in_tree:
-            found.append(Target(process, "appeared in the tree of a target during shutdown", MEMBER))
+            found.append(_signal.Target(process, "appeared in the tree of a target during shutdown", MEMBER))
         else:
             respawned.append(process)
     return found
 
 
-def _anchors(planned: Plan, proc: str) -> tuple[dict[int, int], set[int], set[int]]:
-    """What still belongs to the targets, read after a re-scan: PIDs (with start ticks), process groups, sessions.
-
-    A PID counts while its target runs (its pidfd has not fired): until then the number is its own. A group or a
-    session led by a target counts while a running target is still in it: its number cannot be reused meanwhile.
-    A number that a dead target released belongs to nothing of ours.
-    """
-    running = [target for target in planned.targets
-               if target.pidfd is not None and not target.gone and not _exited(target.pidfd)]
-    led_groups = {target.process.pid for target in planned.targets if target.process.pgid == target.process.pid}
-    led_sessions = {target.process.pid for target in planned.targets if target.process.sid == target.process.pid}
-    groups: set[int] = set()
-    sessions: set[int] = set()
-    for target in running:
-        now = _procfs.read_process(target.process.pid, proc)
-        if now is not None and now.start_ticks == target.process.start_ticks:
-            groups.add(now.pgid)
-            sessions.add(now.sid)
-    parents = {target.process.pid: target.process.start_ticks for target in running}
-    return parents, groups & led_groups, sessions & led_sessions
-
-
-def _result(request: Request, planned: Plan, executor: Executor, units: dict[_procfs.ServiceUnit, list[Target]],
-            supervisors: dict[str, list[Target]], unit_outcome: dict[_procfs.ServiceUnit, str],
+def _result(request: Request, planned: Plan, executor: _signal.Executor, units: dict[_procfs.ServiceUnit, list[_signal.Target]],
+            supervisors: dict[str, list[_signal.Target]], unit_outcome: dict[_procfs.ServiceUnit, str],
             respawned: list[_procfs.Process],
             booted_at: float, started: float) -> dict[str, t.Any]:
     phases = {CLIENT: "client", ROOT: "server", MEMBER: "member"}

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs, _signal
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 
@@ -133,7 +133,7 @@ def test_a_reused_pid_is_never_signalled(spawn, token):
     innocent = spawn(sys.executable, "-c", "import time; time.sleep(120)")
     if innocent.pid != target.pid:
         pytest.skip("another process took the PID first")
-    executor = _kill.Executor(request, lambda message: None)
+    executor = _signal.Executor(request, lambda message: None)
     assert executor.pin(planned.targets[0]) is False
     executor.send(planned.targets[0], "SIGKILL")
     time.sleep(0.2)
@@ -146,7 +146,7 @@ def test_a_pinned_process_is_signalled_through_its_pidfd(spawn, token):
     request = _kill.Request(patterns=(token,), grace_period=1, timeout=3)
     request.resolve()
     planned = _kill.plan(request, _procfs.scan(), _kill.Selector(request))
-    executor = _kill.Executor(request, lambda message: None)
+    executor = _signal.Executor(request, lambda message: None)
     assert executor.pin(planned.targets[0]) is True
     executor.send(planned.targets[0], "SIGTERM")
     executor.wait(planned.targets, time.monotonic() + 3)

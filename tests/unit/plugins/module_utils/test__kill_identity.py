@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs, _signal, _tree
 
 
 def _process(**fields) -> _procfs.Process:
@@ -67,8 +67,8 @@ def test_tree_members_need_a_parent_that_still_holds_its_pid_and_is_not_younger(
         16: _process(pid=16, ppid=1, pgid=10, sid=10, start_ticks=650),
     }
     selector = _kill.Selector(_kill.Request(patterns=("x",)))
-    assert _kill._tree_members(leader, table, lambda process: process.pid != 14, selector) == {11, 12, 14, 16}
-    assert _kill._tree_members(leader, table, lambda process: process.pid != 10, selector) == set()
+    assert _tree.tree_members(leader, table, lambda process: process.pid != 14, selector) == {11, 12, 14, 16}
+    assert _tree.tree_members(leader, table, lambda process: process.pid != 10, selector) == set()
 
 
 EXECS = """
@@ -90,7 +90,7 @@ def test_a_target_that_runs_another_program_after_selection_is_skipped():
         planned = _kill.plan(request, _procfs.scan(), _kill.Selector(request))
         target = planned.targets[0]
         logged: list[str] = []
-        executor = _kill.Executor(request, logged.append)
+        executor = _signal.Executor(request, logged.append)
         assert executor.pin(target) is True
         os.kill(child.pid, signal.SIGUSR1)
         deadline = time.monotonic() + 5

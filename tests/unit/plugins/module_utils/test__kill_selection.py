@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _kill, _policy, _presets, _procfs, _snapshot
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _kill, _policy, _presets, _procfs, _signal, _snapshot, _tree
 
 
 def proc(pid, ppid, cmdline, comm=None, pgid=None, sid=None):
@@ -114,7 +114,7 @@ def test_no_tree_member_below_a_bystander():
         proc(130, 1, "python3 orphan.py", sid=100, pgid=100),   # left by the launcher, still in its session
     )}
     selector = _kill.Selector(_kill.Request(patterns=("serve",)))
-    assert _kill._tree_members(table[100], table, lambda process: True, selector) == {101, 102, 130}  # pylint: disable=protected-access
+    assert _tree.tree_members(table[100], table, lambda process: True, selector) == {101, 102, 130}  # pylint: disable=protected-access
 
 
 def test_the_running_ansible_is_found_by_its_ancestry_not_by_a_name():
@@ -155,10 +155,10 @@ def test_an_ancestor_named_ansible_playbook_is_the_controller():
 
 def test_log_lines_cannot_be_forged():
     text = "sent SIGTERM to pid 5 (x\ngpuops.hygiene.inference_server_kill[1]: sent SIGKILL to pid 1\x1b[2K\r\u2028)"
-    escaped = _kill._printable(text)  # pylint: disable=protected-access
+    escaped = _signal.printable(text)  # pylint: disable=protected-access
     assert "\n" not in escaped and "\x1b" not in escaped and "\r" not in escaped and "\u2028" not in escaped
     assert "x\\ngpuops.hygiene" in escaped and "\\x1b[2K\\r\\u2028" in escaped
-    assert _kill._printable("python3 -m vllm é") == "python3 -m vllm é"  # pylint: disable=protected-access
+    assert _signal.printable("python3 -m vllm é") == "python3 -m vllm é"  # pylint: disable=protected-access
 
 
 def _slow_on_x(item):

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs, _signal
 
 SYSTEM = _procfs.ServiceUnit("sglang.service", "/system.slice/sglang.service", "system")
 USER_SSHD = _procfs.ServiceUnit("sshd.service", "/user.slice/user-1000.slice/user@1000.service/app.slice/sshd.service",
@@ -38,7 +38,7 @@ def _stop(units, monkeypatch, control_group):
     request = _kill.Request(servers=("sglang",), stop_units=True)
     request.resolve()
     warnings: list[str] = []
-    outcome = _kill.stop_units({unit: [] for unit in units}, _kill.Executor(request, lambda message: None), warnings)
+    outcome = _signal.stop_units({unit: [] for unit in units}, _signal.Executor(request, lambda message: None), warnings)
     return outcome, warnings
 
 
