@@ -66,26 +66,35 @@ def call(work: t.Callable[[], t.Any], timeout: float, isolate: bool = False) -> 
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: leaves only through os._exit, never back into the caller
-        status = 1
-        try:
-            os.close(read_end)
-            if isolate:
-                _isolate(write_end)
-            try:
-                payload = json.dumps({"result": work()})
-            except GpuOpsError as error:
-                payload = json.dumps({"error": str(error)})
-            _write_all(write_end, payload)
-            status = 0
-        finally:
-            if status:
-                # An unexpected exception is on its way out: tell the parent what it was.
-                unexpected = sys.exc_info()[1]
-                if unexpected is not None:
-                    _write_all(write_end, json.dumps({"error": f"{type(unexpected).__name__}: {unexpected}"}))
-            os._exit(status)
-
+        _serve_call(work, read_end, write_end, isolate)
     os.close(write_end)
+    return _answer(pid, read_end, timeout)
+
+
+def _serve_call(work: t.Callable[[], t.Any], read_end: int, write_end: int, isolate: bool) -> t.NoReturn:
+    """Child side of call: work()'s result or its GpuOpsError as one JSON document, then exit."""
+    status = 1
+    try:
+        os.close(read_end)
+        if isolate:
+            _isolate(write_end)
+        try:
+            payload = json.dumps({"result": work()})
+        except GpuOpsError as error:
+            payload = json.dumps({"error": str(error)})
+        _write_all(write_end, payload)
+        status = 0
+    finally:
+        if status:
+            # An unexpected exception is on its way out: tell the parent what it was.
+            unexpected = sys.exc_info()[1]
+            if unexpected is not None:
+                _write_all(write_end, json.dumps({"error": f"{type(unexpected).__name__}: {unexpected}"}))
+        os._exit(status)
+
+
+def _answer(pid: int, read_end: int, timeout: float) -> t.Any:
+    """Parent side of call: read the child's answer until the deadline, SIGKILL it past the deadline."""
     chunks: list[bytes] = []
     deadline = time.monotonic() + max(timeout, 0.0)
     try:

@@ -40,6 +40,7 @@ MAX_PATTERN_LENGTH = 1000
 SUPERVISORS = frozenset({"supervisord", "runsv", "s6-supervise", "circusd", "monit"})
 
 CLIENT, ROOT, MEMBER = 0, 1, 2
+PHASES = {CLIENT: "client", ROOT: "server", MEMBER: "member"}
 
 
 @dataclass
@@ -504,18 +505,16 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
     return found
 
 
-def _result(request: Request, planned: Plan, executor: _signal.Executor, units: dict[_procfs.ServiceUnit, list[_signal.Target]],
-            supervisors: dict[str, list[_signal.Target]], unit_outcome: dict[_procfs.ServiceUnit, str],
-            respawned: list[_procfs.Process],
-            booted_at: float, started: float) -> dict[str, t.Any]:
-    phases = {CLIENT: "client", ROOT: "server", MEMBER: "member"}
+def _outcomes(request: Request, planned: Plan, executor: _signal.Executor,
+              booted_at: float) -> tuple[list[dict[str, t.Any]], list[dict[str, t.Any]]]:
+    """The killed targets and the survivors (with why); a skipped target goes into the notes."""
     killed, survivors = [], []
     for target in executor.targets if not request.check_mode else []:
         if target.skipped:
             planned.warnings.append(target.skipped)
             continue
         entry = _procfs.process_record(target.process, booted_at)
-        entry.update(rule=target.rule, role=phases[target.phase], signals=target.signals)
+        entry.update(rule=target.rule, role=PHASES[target.phase], signals=target.signals)
         if target.gone and not target.failure:
             since = target.first_signal_at or executor.started
             entry["seconds_to_exit"] = round(max((target.exited_at or since) - since, 0.0), 3)
@@ -531,10 +530,18 @@ def _result(request: Request, planned: Plan, executor: _signal.Executor, units: 
                 reason = f"still running after SIGKILL (state {state})"
             entry.update(state=state, wchan=wchan, reason=reason)
             survivors.append(entry)
+    return killed, survivors
+
+
+def _result(request: Request, planned: Plan, executor: _signal.Executor, units: dict[_procfs.ServiceUnit, list[_signal.Target]],
+            supervisors: dict[str, list[_signal.Target]], unit_outcome: dict[_procfs.ServiceUnit, str],
+            respawned: list[_procfs.Process],
+            booted_at: float, started: float) -> dict[str, t.Any]:
+    killed, survivors = _outcomes(request, planned, executor, booted_at)
     planned_entries = []
     for target in planned.targets:
         entry = _procfs.process_record(target.process, booted_at)
-        entry.update(rule=target.rule, role=phases[target.phase],
+        entry.update(rule=target.rule, role=PHASES[target.phase],
                      signals=[request.signal] + (["SIGCONT"] if target.process.state in ("T", "t") else []))
         planned_entries.append(entry)
     protected = [dict(_procfs.process_record(process, booted_at), rule=rule, reason=reason) for process, rule, reason in planned.protected]

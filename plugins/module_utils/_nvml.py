@@ -169,6 +169,11 @@ def _read_gpu(nvml: t.Any, handle: t.Any, index: int, driver: str, answer: dict[
         "tokens": tokens,
         "retired_pages_pending": None if retired is None else bool(retired),
     })
+    _read_processes(nvml, handle, index, uuid, answer)
+
+
+def _read_processes(nvml: t.Any, handle: t.Any, index: int, uuid: str | None, answer: dict[str, t.Any]) -> None:
+    """Add the compute processes of one GPU; NVMLError where the GPU stopped answering."""
     try:
         entries = _compute_processes(nvml, handle)
     except nvml.NVMLError as error:
