@@ -26,8 +26,6 @@ _PYTHON_FLAGS_WITH_VALUE = frozenset("XW")
 _PYTHON_LONG_OPTIONS_WITH_VALUE = frozenset({"--check-hash-based-pycs"})
 # More options than any real launch has: a longer run of them names no program (and costs no time to read).
 _MAX_OPTIONS = 256
-# Shells run scripts the way interpreters do (/bin/bash /usr/local/bin/trtllm-llmapi-launch trtllm-serve ...).
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
 _SHELL_OPTIONS_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 # MPI launchers: the program they start comes after their own options (mpirun -n 1 tritonserver ... : -n 1 ...).
 _MPI_LAUNCHERS = frozenset({"mpirun", "mpiexec", "orterun", "prterun", "mpiexec.hydra"})
@@ -71,6 +69,7 @@ _WRAPPERS: dict[str, tuple[str, int]] = {
     "nohup": ("", 0), "numactl": ("CNmpilP", 0), "time": ("fo", 0), "xargs": ("IdEeLlnPsa", 0),
     "script": ("cEBIOTt", 0), "unbuffer": ("", 0), "caffeinate": ("", 0), "systemd-inhibit": ("", 0),
 }
+# Shells run scripts the way interpreters do (/bin/bash /usr/local/bin/trtllm-llmapi-launch trtllm-serve ...).
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "-sh", "-bash", "-zsh", "-dash"})
 _SCRIPT_INTERPRETERS = re.compile(r"^(?:perl|ruby|node|nodejs|lua|php|Rscript)(?:[\d.]*)$")
 # Shell words that prefix a command, and commands that start no program worth judging.
@@ -384,16 +383,14 @@ def own_program(argv: t.Sequence[str]) -> str:
     """What a command line runs: an interpreter's script (or Python module), else argv[0]'s basename."""
     if not argv:
         return ""
-    program = os.path.basename(argv[0])
-    if _PYTHON.match(program):
-        launch = parse_launch(argv)
-        return launch.script or launch.python_module or program
-    inline = _shell_string(argv) is not None if program in _SHELLS else bool({"-e", "-E"} & set(argv[1:]))
-    if (program in _SHELLS or _SCRIPT_INTERPRETERS.match(program)) and not inline:
+    launch = parse_launch(argv)
+    if _PYTHON.match(launch.program) or launch.program in _SHELLS:
+        return launch.script or launch.python_module or launch.program
+    if _SCRIPT_INTERPRETERS.match(launch.program) and not {"-e", "-E"} & set(argv[1:]):
         script = next((arg for arg in argv[1:] if not arg.startswith(("-", "+"))), None)
         if script is not None:
             return os.path.basename(script)
-    return program
+    return launch.program
 
 
 def runs_program(argv: t.Sequence[str], comm: str, names: t.AbstractSet[str]) -> bool:
