@@ -129,7 +129,7 @@ class Executor:
         target.first_signal_at = target.first_signal_at or time.monotonic()
         process = target.process
         self.log(printable(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: sent {name} to pid {process.pid} "
-                            f"({process.cmdline[:200]}) started at tick {process.start_ticks}; rule: {target.rule}"))
+                           f"({process.cmdline[:200]}) started at tick {process.start_ticks}; rule: {target.rule}"))
         if name not in ("SIGKILL", "SIGSTOP") and _procfs.state_of(process.pid, self.request.proc) in ("T", "t"):
             self.send(target, "SIGCONT")
 

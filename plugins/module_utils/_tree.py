@@ -31,7 +31,7 @@ class PidHolders:
 
 
 def tree_members(leader: _procfs.Process, table: dict[int, _procfs.Process],
-                  holds: t.Callable[[_procfs.Process], bool], selector: Bystanders) -> set[int]:
+                 holds: t.Callable[[_procfs.Process], bool], selector: Bystanders) -> set[int]:
     """Descendants of the leader and members of the group and session it leads, by identity, not by number,
     without bystanders or what runs below them.
 
@@ -61,7 +61,7 @@ def tree_members(leader: _procfs.Process, table: dict[int, _procfs.Process],
 
 
 def below_bystander(process: _procfs.Process, leader: int, table: dict[int, _procfs.Process],
-                     selector: Bystanders) -> bool:
+                    selector: Bystanders) -> bool:
     """Whether the process or one of its ancestors (up to the leader) is a bystander."""
     current: _procfs.Process | None = process
     for _step in range(len(table) + 1):

@@ -114,7 +114,7 @@ def test_no_tree_member_below_a_bystander():
         proc(130, 1, "python3 orphan.py", sid=100, pgid=100),   # left by the launcher, still in its session
     )}
     selector = _kill.Selector(_kill.Request(patterns=("serve",)))
-    assert _tree.tree_members(table[100], table, lambda process: True, selector) == {101, 102, 130}  # pylint: disable=protected-access
+    assert _tree.tree_members(table[100], table, lambda process: True, selector) == {101, 102, 130}
 
 
 def test_the_running_ansible_is_found_by_its_ancestry_not_by_a_name():
@@ -155,10 +155,10 @@ def test_an_ancestor_named_ansible_playbook_is_the_controller():
 
 def test_log_lines_cannot_be_forged():
     text = "sent SIGTERM to pid 5 (x\ngpuops.hygiene.inference_server_kill[1]: sent SIGKILL to pid 1\x1b[2K\r\u2028)"
-    escaped = _signal.printable(text)  # pylint: disable=protected-access
+    escaped = _signal.printable(text)
     assert "\n" not in escaped and "\x1b" not in escaped and "\r" not in escaped and "\u2028" not in escaped
     assert "x\\ngpuops.hygiene" in escaped and "\\x1b[2K\\r\\u2028" in escaped
-    assert _signal.printable("python3 -m vllm é") == "python3 -m vllm é"  # pylint: disable=protected-access
+    assert _signal.printable("python3 -m vllm é") == "python3 -m vllm é"
 
 
 def _slow_on_x(item):
@@ -205,7 +205,7 @@ def test_monitors_and_daemons_are_protected_by_program_or_script():
 def test_a_protected_name_never_hides_memory_over_the_threshold():
     request = _gpu_facts.Request(idle_threshold_mib=100)
     hog = _snapshot.Holder(pid=9, process=proc(9, 1, "nvtop"), listed_by_driver=True, used_mib={5: 30000},
-                            protected=True)
+                           protected=True)
     monitor = _snapshot.Holder(pid=10, process=proc(10, 1, "nvtop"), devices=["/dev/nvidia5"], protected=True)
     assert _gpu_facts._over_threshold(hog, request)  # pylint: disable=protected-access
     assert not _gpu_facts._over_threshold(monitor, request)  # pylint: disable=protected-access
