@@ -106,20 +106,6 @@ class Request:
         return frozenset(DEFAULT_PROTECTED) | frozenset(self.protect)
 
 
-def argument_spec() -> dict[str, dict[str, t.Any]]:
-    """The options of a GPU read that modules share (documented in the doc fragment gpuops.hygiene.gpu_read)."""
-    return dict(
-        expected_gpu_count=dict(type="int"),
-        idle_threshold_mib=dict(type="int", default=100),
-        nvidia_smi_path=dict(type="path"),
-        backend=dict(type="str", default="auto", choices=list(BACKENDS)),
-        container=dict(type="str"),
-        protect=dict(type="list", elements="str", default=[]),
-        poll_interval=dict(type="float", default=0.25),
-        settle_window=dict(type="float", default=5),
-    )
-
-
 def validate_vmid(value: str) -> str:
     if not _VMID.fullmatch(value):
         raise GpuOpsError(f"container must be a Proxmox vmid (a positive integer such as 200), got {value!r}")

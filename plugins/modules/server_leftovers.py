@@ -24,31 +24,10 @@ attributes:
   diff_mode:
     support: none
     description: No diff is produced.
-options:
-  ports:
-    description: TCP ports that must be free (for example the servers' HTTP ports and the torch/NCCL port 29500).
-    type: list
-    elements: int
-    default: []
-  servers:
-    description: Engine presets (as in M(gpuops.hygiene.inference_server_kill)) whose usual C(/dev/shm) file patterns apply.
-    type: list
-    elements: str
-    default: []
-  shm_patterns:
-    description:
-      - More file-name globs under C(/dev/shm), such as C(nccl-*). Each must start with at least 3 literal characters,
-        so no glob can match every file there.
-    type: list
-    elements: str
-    default: []
-  remove_stale_shm:
-    description: Remove matching C(/dev/shm) files that no live process has open or mapped.
-    type: bool
-    default: true
-  container:
-    description: A Proxmox container vmid, when run on its node.
-    type: str
+extends_documentation_fragment:
+  - gpuops.hygiene.leftovers
+  - gpuops.hygiene.scope
+  - gpuops.hygiene.scope.servers
 requirements:
   - Python >= 3.9 on the managed host
   - Linux >= 5.3 on the managed host (pidfd_open)
@@ -120,28 +99,27 @@ shm_removed:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._leftovers import Request, check
 
 
+def argument_spec() -> dict:
+    return dict(**_options.leftovers(), **_options.scope(), **_options.servers())
+
+
 def main() -> None:
-    argument_spec = dict(
-        ports=dict(type="list", elements="int", default=[]),
-        servers=dict(type="list", elements="str", default=[]),
-        shm_patterns=dict(type="list", elements="str", default=[]),
-        remove_stale_shm=dict(type="bool", default=True),
-        container=dict(type="str"),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         check_host()
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
     params = module.params
+    servers = params["servers"]
     request = Request(
         ports=tuple(params["ports"]),
-        servers=tuple(params["servers"]),
+        servers=tuple(_options.SERVERS_DEFAULT["server_leftovers"] if servers is None else servers),
         shm_patterns=tuple(params["shm_patterns"]),
         remove_stale_shm=params["remove_stale_shm"],
         container=params["container"],
