@@ -78,4 +78,3 @@ def leftovers() -> Spec:
         "shm_patterns": {"type": "list", "elements": "str", "default": []},
         "remove_stale_shm": {"type": "bool", "default": True, "aliases": ["clean_shm"]},
     }
-

@@ -26,10 +26,15 @@ author:
 attributes:
   check_mode:
     support: full
-    description: Reads, plans the stop (C(planned) in RV(kill)) and reports which files would be removed; stops, waits for and removes nothing.
+    description:
+      - Reads, plans the stop (C(planned) in RV(kill)) and reports which files would be removed; RV(plan) says both,
+        one line each. Stops, waits for and removes nothing.
   diff_mode:
-    support: none
-    description: No diff is produced.
+    support: full
+    description:
+      - Two diffs - the processes the stop selected (before) and those still running afterwards (after; in check mode,
+        those that would be), and the matching C(/dev/shm) entries present and left. With O(verify_only) only the
+        second.
 extends_documentation_fragment:
   - gpuops.hygiene.gpu_read.reset_timeout
   - gpuops.hygiene.gpu_read
@@ -137,6 +142,15 @@ settled_because:
   returned: always
   type: str
   sample: clean
+plan:
+  description:
+    - In check mode, one line per process that would be stopped (PID, command line, the rule that selected it), then one
+      per C(/dev/shm) file that would be removed.
+  returned: always
+  type: list
+  elements: str
+  sample: ["stop pid 4200 (python3 -m sglang.launch_server --port 30000), selected by preset sglang: python -m sglang.launch_server",
+           "remove /dev/shm/nccl-4f2a9c"]
 check_mode:
   description: Whether the run was in check mode.
   returned: always
@@ -145,7 +159,7 @@ check_mode:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _kill, _leftovers, _options
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _kill, _leftovers, _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 
@@ -200,6 +214,12 @@ def main() -> None:
         module.fail_json(msg=str(error))
     for note in result["kill"].get("notes", []):
         module.warn(note)
+    remove_shm = request.leftovers.remove_stale_shm
+    result["plan"] = _plan.stop_plan(result["kill"]) + _plan.shm_plan(result["leftovers"], remove_shm) \
+        if module.check_mode else []
+    if module._diff:
+        result["diff"] = ([] if request.verify_only else [_plan.stop_diff(result["kill"])]) + \
+            [_plan.shm_diff(result["leftovers"], remove_shm, module.check_mode)]
     module.exit_json(**result)
 
 

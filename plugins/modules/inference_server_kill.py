@@ -40,10 +40,14 @@ author:
 attributes:
   check_mode:
     support: full
-    description: Lists in RV(planned) exactly what would be signalled, and sends nothing.
+    description:
+      - Lists in RV(planned) exactly what would be signalled, and in RV(plan) one line per process (PID, command line,
+        the rule or preset that selected it); sends nothing.
   diff_mode:
-    support: none
-    description: Processes have no diff.
+    support: full
+    description:
+      - Before - the processes the selection found (targets with their rule, and those left alone with the reason);
+        after - those still running afterwards, or in check mode those that would be.
 extends_documentation_fragment:
   - gpuops.hygiene.process_selection.timeout
   - gpuops.hygiene.process_selection
@@ -110,6 +114,12 @@ planned:
       rule: "preset sglang: python -m sglang.launch_server"
       role: server
       signals: [SIGTERM]
+plan:
+  description: In check mode, one line per process that would be stopped - PID, command line and the rule that selected it.
+  returned: always
+  type: list
+  elements: str
+  sample: ["stop pid 4200 (python3 -m sglang.launch_server --port 30000), selected by preset sglang: python -m sglang.launch_server"]
 killed:
   description:
     - Targets that are gone, with the signals they were sent and the seconds from the first signal to their exit.
@@ -199,7 +209,7 @@ elapsed_s:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import Request, run
@@ -238,6 +248,9 @@ def main() -> None:
         module.fail_json(msg=str(error))
     for note in result["notes"]:
         module.warn(note)
+    result["plan"] = _plan.stop_plan(result) if module.check_mode else []
+    if module._diff:
+        result["diff"] = _plan.stop_diff(result)
     if result["survivors"]:
         reasons = "; ".join(f"pid {entry['pid']} ({entry['name']}): {entry['reason']}" for entry in result["survivors"])
         module.fail_json(msg=f"{len(result['survivors'])} process(es) could not be stopped: {reasons}", **result)

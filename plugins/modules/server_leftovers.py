@@ -20,10 +20,12 @@ author:
 attributes:
   check_mode:
     support: full
-    description: Reports which files would be removed and removes none.
+    description: Lists in RV(plan) which files would be removed and removes none.
   diff_mode:
-    support: none
-    description: No diff is produced.
+    support: full
+    description:
+      - Before - the matching C(/dev/shm) entries present; after - those left afterwards (or in check mode, those that
+        would be), each kept one with the reason.
 extends_documentation_fragment:
   - gpuops.hygiene.leftovers
   - gpuops.hygiene.scope
@@ -61,6 +63,12 @@ ports:
   elements: dict
   sample: [{"port": 30000, "free": false, "holders": [{"pid": 4200, "name": "python3", "vmid": null,
             "cmdline": "python3 -m sglang.launch_server --port 30000"}]}]
+plan:
+  description: In check mode, one line per C(/dev/shm) file that would be removed.
+  returned: always
+  type: list
+  elements: str
+  sample: ["remove /dev/shm/nccl-4f2a9c"]
 ports_free:
   description: Every port in O(ports) is free.
   returned: always
@@ -99,7 +107,7 @@ shm_removed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._leftovers import Request, check
@@ -131,6 +139,9 @@ def main() -> None:
         module.fail_json(msg=str(error))
     if result["shm_error"]:
         module.warn(result["shm_error"])
+    result["plan"] = _plan.shm_plan(result, request.remove_stale_shm) if module.check_mode else []
+    if module._diff:
+        result["diff"] = _plan.shm_diff(result, request.remove_stale_shm, module.check_mode)
     module.exit_json(**result)
 
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
-from ansible_collections.gpuops.hygiene.plugins.modules import (gpu_host_reset, gpu_memory_facts, inference_server_kill,
-                                                               server_leftovers)
+from ansible_collections.gpuops.hygiene.plugins.modules import gpu_host_reset, gpu_memory_facts
+from ansible_collections.gpuops.hygiene.plugins.modules import inference_server_kill, server_leftovers
 
 MODULES = {"gpu_host_reset": gpu_host_reset, "gpu_memory_facts": gpu_memory_facts,
            "inference_server_kill": inference_server_kill, "server_leftovers": server_leftovers}
