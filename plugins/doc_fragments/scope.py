@@ -34,14 +34,16 @@ options:
         C(nvidia-smi), C(nvtop), C(nvitop), C(gpustat)).
         A name matches the program, the script a Python interpreter runs, or the kernel's 15-character comm.
       - A protected process is never signalled, and never makes the host busy by holding a device open; its memory
-        still counts, and one the driver lists with more than O(idle_threshold_mib) on a GPU makes the host busy
+        still counts, and one the driver lists with more than
+        O(gpuops.hygiene.gpu_memory_facts#module:idle_threshold_mib) on a GPU makes the host busy
         whatever its name.
     type: list
     elements: str
     default: []
   nvidia_smi_path:
     description:
-      - Path of C(nvidia-smi), used to read the GPUs (by a stop only with O(gpu_holders)). By default it is looked up on
+      - Path of C(nvidia-smi), used to read the GPUs (by a stop only with
+        O(gpuops.hygiene.inference_server_kill#module:gpu_holders)). By default it is looked up on
         E(PATH).
     type: path
 """
