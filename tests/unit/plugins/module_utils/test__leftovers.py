@@ -111,7 +111,7 @@ def test_a_port_names_its_holders_and_a_free_port_is_free(fake_proc, children):
 def test_only_unused_old_files_are_removed(fake_proc, children, shm_files, monkeypatch):
     stale, opened, mapped = shm_files("stale"), shm_files("open"), shm_files("mapped")
     for how, path in (("open", opened), ("map", mapped)):
-        child, _ = children(how, path)
+        child, _path = children(how, path)
         fake_proc.add(child.pid)
     monkeypatch.setattr(_leftovers, "MIN_AGE_S", 0.0)
     result = _leftovers.check(_leftovers.Request(shm_patterns=(shm_files.pattern,), proc=fake_proc))

@@ -64,8 +64,8 @@ def test_a_spared_gpu_holder_is_named_and_a_refused_gpu_reset_is_a_reason():
     assert result["verdict"] == "busy"
     # Named from the stop's entry (here without a command line); one that no longer holds a GPU is not named.
     assert "pid 7 (python3) holds a GPU and was spared on purpose: this module's own ancestor" in result["reasons"]
-    assert not any("spared" in reason for reason in reset_outcome("h", Steps(before=BUSY, after=facts(),
-                                                                            kill=spared))["reasons"])
+    released = reset_outcome("h", Steps(before=BUSY, after=facts(), kill=spared))
+    assert not any("spared" in reason for reason in released["reasons"])
     assert result["reasons"][-1] == "nvidia-smi --gpu-reset -i 3 refused: In use by another client"
 
 
