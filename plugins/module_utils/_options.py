@@ -16,7 +16,7 @@ import typing as t
 from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import BACKENDS
 from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import SIGNALS
 
-Spec = t.Dict[str, t.Dict[str, t.Any]]
+Spec = dict[str, dict[str, t.Any]]
 
 # The modules whose `servers` or `wait_for` are not given get these (None in the spec: the default differs per module).
 SERVERS_DEFAULT = {"gpu_host_reset": ["all"], "inference_server_kill": [], "server_leftovers": []}
