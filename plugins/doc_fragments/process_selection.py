@@ -7,7 +7,7 @@ from __future__ import annotations
 
 class ModuleDocFragment:
     # Which processes a stop selects and how it signals them, shared by inference_server_kill and gpu_host_reset;
-    # their argument spec is plugins/module_utils/_kill.py argument_spec().
+    # their argument spec is plugins/module_utils/_options.py stop().
     DOCUMENTATION = r"""
 options:
   patterns:
@@ -72,4 +72,24 @@ options:
         are never stopped, only reported (their names are chosen by their users and may equal a system unit's).
     type: bool
     default: false
+"""
+
+    # inference_server_kill keeps its former name of the stop's timeout as an alias: stop(timeout_alias=True).
+    TIMEOUT = r"""
+options:
+  kill_timeout:
+    description:
+      - Seconds the whole stop may take, waiting after SIGKILL included. Defaults to O(grace_period) + 30.
+      - Must be longer than O(grace_period).
+    aliases: [timeout]
+    type: float
+"""
+
+    # In gpu_host_reset the GPU read has a timeout too, so neither takes the bare name: stop(timeout_alias=False).
+    RESET_TIMEOUT = r"""
+options:
+  kill_timeout:
+    description:
+      - Seconds the stop may take, as O(gpuops.hygiene.inference_server_kill#module:kill_timeout).
+    type: float
 """

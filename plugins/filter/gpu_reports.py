@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _report
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _registered, _report
 
 
 def gpu_reset_result(before, host, kill=None, after=None, leftovers=None, gpu_reset=None, check_mode=False,
                      verify_only=False):
     try:
-        return _report.reset_result(before, host, kill=kill, after=after, leftovers=leftovers, gpu_reset=gpu_reset,
-                                    check_mode=check_mode, verify_only=verify_only)
+        return _registered.reset_result(before, host, kill=kill, after=after, leftovers=leftovers,
+                                        gpu_reset=gpu_reset, check_mode=check_mode, verify_only=verify_only)
     except (KeyError, TypeError, ValueError) as error:
         raise AnsibleFilterError(f"gpu_reset_result: the registered results are not those of the collection's "
                                  f"modules ({error})") from error

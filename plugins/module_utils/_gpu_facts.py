@@ -73,20 +73,6 @@ class Request:
         return _policy.protected_names(self.protect)
 
 
-def argument_spec() -> dict[str, dict[str, t.Any]]:
-    """The options of a GPU read that modules share (documented in the doc fragment gpuops.hygiene.gpu_read)."""
-    return dict(
-        expected_gpu_count=dict(type="int"),
-        idle_threshold_mib=dict(type="int", default=100),
-        nvidia_smi_path=dict(type="path"),
-        backend=dict(type="str", default="auto", choices=list(BACKENDS)),
-        container=dict(type="str"),
-        protect=dict(type="list", elements="str", default=[]),
-        poll_interval=dict(type="float", default=0.25),
-        settle_window=dict(type="float", default=5),
-    )
-
-
 def _exe_name(pid: int, proc: str) -> str | None:
     try:
         return os.path.basename(os.readlink(f"{proc}/{pid}/exe")).removesuffix(" (deleted)")

@@ -44,10 +44,6 @@ def _facts_result(facts: dict[str, t.Any]) -> dict[str, t.Any]:
     return {"changed": False, "ansible_facts": {"gpu_memory": facts}}
 
 
-def _facts_of(result: dict[str, t.Any]) -> dict[str, t.Any] | None:
-    return result.get("ansible_facts", {}).get("gpu_memory")
-
-
 def _leaked_gpus(facts: dict[str, t.Any]) -> list[int]:
     """GPUs whose memory no process holds, when nothing else keeps the host from being clean."""
     if facts["verdict"] != _LEAKED_ONLY or any(not holder["protected"] for holder in facts["holders"]):
@@ -64,35 +60,50 @@ def _with_ecc_baseline(facts: _gpu_facts.Request, before: dict[str, t.Any]) -> _
     return dataclasses.replace(facts, ecc_baseline=counts)
 
 
+def _reset_leaked(request: Request, after: dict[str, t.Any], log: t.Callable[[str], None]) -> dict[str, t.Any]:
+    """The guarded `nvidia-smi --gpu-reset` of GPUs whose memory no process holds; skipped when there are none."""
+    leaked = _leaked_gpus(after) if request.reset_leaked_gpus else []
+    if not leaked:
+        return {"skipped": True}
+    smi = _gpu_facts.resolve_nvidia_smi(request.facts.nvidia_smi_path)
+    resets = [_subprocess.run([smi, "--gpu-reset", "-i", str(index)], request.facts.timeout) for index in leaked]
+    for index, reset in zip(leaked, resets):
+        log(f"gpuops.hygiene.gpu_host_reset: nvidia-smi --gpu-reset -i {index} exited {reset.rc}")
+    return {"changed": any(reset.ok for reset in resets), "results": [
+        {"item": index, "rc": reset.rc, "stdout": reset.stdout.strip(), "stderr": reset.stderr.strip()}
+        for index, reset in zip(leaked, resets)]}
+
+
+def _stop_and_wait(request: Request, before: dict[str, t.Any], result: dict[str, t.Any],
+                   log: t.Callable[[str], None]) -> dict[str, t.Any] | None:
+    """Stop the servers, wait until the GPUs are free, reset leaked GPUs; the last read, or None in check mode."""
+    kill = _kill.run(request.kill, log)
+    result["kill"] = kill
+    if kill["check_mode"]:
+        return None
+    after = _gpu_facts.collect_until_clean(_with_ecc_baseline(request.facts, before))
+    result["gpu_reset"] = _reset_leaked(request, after, log)
+    if result["gpu_reset"].get("changed"):
+        after = _gpu_facts.collect(dataclasses.replace(request.facts, wait_for=0.0))
+    result["after"] = _facts_result(after)
+    return after
+
+
 def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
     request.validate()
     before = _gpu_facts.collect_until_clean(dataclasses.replace(request.facts, wait_for=0.0))
     result: dict[str, t.Any] = {"before": _facts_result(before), "kill": {"skipped": True},
                                 "after": {"skipped": True}, "gpu_reset": {"skipped": True}}
-    if not request.verify_only:
-        kill = _kill.run(request.kill, log)
-        result["kill"] = kill
-        if not kill["check_mode"]:
-            after = _gpu_facts.collect_until_clean(_with_ecc_baseline(request.facts, before))
-            result["after"] = _facts_result(after)
-            leaked = _leaked_gpus(after) if request.reset_leaked_gpus else []
-            if leaked:
-                smi = _gpu_facts.resolve_nvidia_smi(request.facts.nvidia_smi_path)
-                resets = [_subprocess.run([smi, "--gpu-reset", "-i", str(index)], request.facts.timeout) for index in leaked]
-                result["gpu_reset"] = {"changed": any(reset.ok for reset in resets), "results": [
-                    {"item": index, "rc": reset.rc, "stdout": reset.stdout.strip(), "stderr": reset.stderr.strip()}
-                    for index, reset in zip(leaked, resets)]}
-                for index, reset in zip(leaked, resets):
-                    log(f"gpuops.hygiene.gpu_host_reset: nvidia-smi --gpu-reset -i {index} exited {reset.rc}")
-                if any(reset.ok for reset in resets):
-                    result["after"] = _facts_result(_gpu_facts.collect(dataclasses.replace(request.facts, wait_for=0.0)))
+    after = None if request.verify_only else _stop_and_wait(request, before, result, log)
     leftovers = _leftovers.check(request.leftovers)
     result["leftovers"] = leftovers
-    kill_changed = bool(result["kill"].get("changed"))
-    result["changed"] = kill_changed or bool(leftovers["changed"]) or bool(result["gpu_reset"].get("changed"))
+    kill = {} if request.verify_only else result["kill"]
+    result["changed"] = bool(kill.get("changed")) or bool(leftovers["changed"]) or bool(result["gpu_reset"].get("changed"))
     result["check_mode"] = request.check_mode
-    result["settled_because"] = (_facts_of(result["after"]) or before).get("settled_because")
-    outcome = _outcome.reset_result(result, request.host or socket.gethostname(), verify_only=request.verify_only)
+    result["settled_because"] = (after or before).get("settled_because")
+    outcome = _outcome.reset_outcome(request.host or socket.gethostname(), _outcome.Steps(
+        before=before, after=after, kill=kill, leftovers=leftovers, gpu_resets=result["gpu_reset"].get("results", []),
+        check_mode=request.check_mode, verify_only=request.verify_only))
     result["ansible_facts"] = {"gpu_reset_result": outcome}
     result["msg"] = outcome["message"]
     return result

@@ -95,20 +95,6 @@ class Request:
                               f"({self.timeout:g} s), leaving time for SIGKILL and the final wait")
 
 
-def argument_spec() -> dict[str, dict[str, t.Any]]:
-    """The selection and signal options that modules share (documented in the doc fragment
-    gpuops.hygiene.process_selection)."""
-    return dict(
-        patterns=dict(type="list", elements="str", default=[]),
-        clients=dict(type="list", elements="str", default=[]),
-        gpu_holders=dict(type="bool", default=False),
-        container_processes=dict(type="bool", default=True),
-        signal=dict(type="str", default="SIGTERM", choices=list(SIGNALS)),
-        grace_period=dict(type="float"),
-        stop_units=dict(type="bool", default=False),
-    )
-
-
 def compile_pattern(option: str, index: int, pattern: str) -> t.Pattern[str]:
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise GpuOpsError(f"{option}[{index}] is longer than {MAX_PATTERN_LENGTH} characters")

@@ -102,7 +102,7 @@ def check(request: Request) -> dict[str, t.Any]:
         shm, shm_error = [], f"{SHM} not cleaned: {error}"
     removed = [entry for entry in shm if entry["removed"]]
     return {
-        "changed": bool(removed) or (request.check_mode and any(entry["stale"] for entry in shm)),
+        "changed": bool(removed) or (request.check_mode and request.remove_stale_shm and any(entry["stale"] for entry in shm)),
         "ports": ports,
         "ports_free": all(entry["free"] for entry in ports),
         "shm": shm,

@@ -2,34 +2,134 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""One host's reset outcome from the steps' results: verdict, a readable message, what changed.
+"""One host's reset outcome from plain facts: verdict, a readable message, what changed.
 
-The module that runs the whole reset returns it, and the controller's filter builds
-the same from separately registered results, with this one code.
+The input is what the steps produced, never a registered task result: the GPU facts
+of the first and the last read, the stop's result, the leftovers check and the
+guarded GPU resets. gpu_host_reset passes them directly; the controller's filter
+unwraps registered results (skipped, unreachable, ansible_facts) and calls the same
+code. The verdict names and the rule that the worst verdict wins live here only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import typing as t
 
-
 CLEAN, BUSY, UNKNOWN, UNREACHABLE = "clean", "busy", "unknown", "unreachable"
+# Best first: a host's verdict is the worst of what any step found.
+VERDICTS = (CLEAN, BUSY, UNKNOWN, UNREACHABLE)
+
+_KILLED_KEYS = ("pid", "name", "cmdline", "vmid", "signals", "seconds_to_exit")
+_PLANNED_KEYS = ("pid", "name", "cmdline", "vmid", "rule", "role")
 
 
-def _facts(result: t.Mapping[str, t.Any] | None) -> dict[str, t.Any] | None:
-    if not result or result.get("skipped") or "ansible_facts" not in result:
-        return None
-    return result["ansible_facts"].get("gpu_memory")
+def worst(*verdicts: str) -> str:
+    """The worst of these verdicts (clean < busy < unknown < unreachable)."""
+    return max(verdicts, key=VERDICTS.index)
+
+
+@dataclasses.dataclass(frozen=True)
+class Steps:
+    """What one host's reset produced, as plain facts.
+
+    `before` and `after` are gpu_memory facts (`after` is None when nothing was waited for: check mode,
+    verify_only); `kill` and `leftovers` are the results of those steps (empty when skipped); `gpu_resets` holds one
+    entry (item, rc, stdout) per `nvidia-smi --gpu-reset` run; `polls` is how many reads the wait took, when the
+    facts do not say it themselves.
+    """
+
+    before: t.Mapping[str, t.Any] | None
+    after: t.Mapping[str, t.Any] | None = None
+    kill: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)
+    leftovers: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)
+    gpu_resets: t.Sequence[t.Mapping[str, t.Any]] = ()
+    polls: int | None = None
+    check_mode: bool = False
+    verify_only: bool = False
+
+    @property
+    def last(self) -> t.Mapping[str, t.Any]:
+        last = self.after or self.before
+        if last is None:
+            raise ValueError("gpu_reset_result needs the registered result of gpu_memory_facts")
+        return last
+
+    @property
+    def first(self) -> t.Mapping[str, t.Any]:
+        return self.before or self.last
+
+
+def unreachable(host: str, why: str, check_mode: bool = False, verify_only: bool = False) -> dict[str, t.Any]:
+    """The outcome of a host that could not be reached at all."""
+    return {"host": host, "verdict": UNREACHABLE, "reasons": [why or "unreachable"],
+            "message": f"{host}: unreachable: {why}".rstrip(": "), "check_mode": check_mode,
+            "verify_only": verify_only, "gpus": [], "gpus_clean": 0, "gpus_expected": None, "mib_freed": 0,
+            "processes_stopped": 0, "killed": [], "seconds_to_clean": None, "fingerprint": None}
+
+
+def _who(entry: t.Mapping[str, t.Any]) -> str:
+    return f"pid {entry['pid']} ({entry.get('cmdline') or entry.get('name')})"
+
+
+def _stop_reasons(kill: t.Mapping[str, t.Any], last: t.Mapping[str, t.Any]) -> tuple[str, list[str]]:
+    """What the stop left behind: survivors and respawns make the host busy; spared GPU holders are named."""
+    verdict, reasons = CLEAN, []
+    for entry in kill.get("survivors", []):
+        reasons.append(f"{_who(entry)} survived: {entry['reason']}")
+        verdict = BUSY
+    # A GPU holder that a rule matched but that is spared on purpose: the verdict says which one and why.
+    held_now = {holder["pid"] for holder in last.get("holders", []) if not holder.get("protected")}
+    for entry in kill.get("protected", []):
+        if entry["pid"] in held_now:
+            reasons.append(f"{_who(entry)} holds a GPU and was spared on purpose: {entry['reason']}")
+    for entry in kill.get("respawned", []):
+        reasons.append(f"pid {entry['pid']} ({entry.get('cmdline')}) came back after the stop: something restarts it")
+        verdict = BUSY
+    return verdict, reasons
+
+
+def _port_reasons(leftovers: t.Mapping[str, t.Any]) -> list[str]:
+    reasons = []
+    for port in leftovers.get("ports", []):
+        if not port["free"]:
+            holders = "; ".join(f"pid {holder['pid']} ({holder['cmdline']})" for holder in port["holders"]) or \
+                "a process not visible from here"
+            reasons.append(f"port {port['port']} is still taken by {holders}")
+    return reasons
+
+
+def _reset_refusals(gpu_resets: t.Sequence[t.Mapping[str, t.Any]]) -> list[str]:
+    return [f"nvidia-smi --gpu-reset -i {item.get('item')} refused: {' '.join((item.get('stdout') or '').split())[:300]}"
+            for item in gpu_resets if item.get("rc") not in (0, None)]
+
+
+def _gpu_rows(first: t.Mapping[str, t.Any], last: t.Mapping[str, t.Any]) -> list[dict[str, t.Any]]:
+    """Each GPU of the last read with its memory before and after."""
+    before_by_index = {gpu["index"]: gpu for gpu in first["gpus"]}
+    rows = []
+    for gpu in last["gpus"]:
+        earlier = before_by_index.get(gpu["index"], gpu)
+        rows.append({"index": gpu["index"], "name": gpu["name"], "uuid": gpu["uuid"],
+                     "total_mib": gpu["memory_total_mib"], "before_mib": earlier.get("memory_used_mib"),
+                     "after_mib": gpu["memory_used_mib"], "clean": gpu["clean"]})
+    return rows
 
 
 def _when(text: str | None) -> datetime.datetime | None:
-    if not text:
+    return datetime.datetime.fromisoformat(text) if text else None
+
+
+def _seconds_to_clean(steps: Steps, verdict: str) -> float | None:
+    """From the first read to the end of the last one; only for a clean host that was waited for."""
+    started, ended = _when(steps.first.get("collected_at")), _when(steps.last.get("collected_at"))
+    if verdict != CLEAN or steps.after is None or not started or not ended:
         return None
-    return datetime.datetime.fromisoformat(text)
+    return round((ended - started).total_seconds() + float(steps.last.get("elapsed_s") or 0), 2)
 
 
-def _fingerprint(facts: dict[str, t.Any]) -> dict[str, t.Any]:
+def _fingerprint(facts: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     """What makes two benchmark runs comparable: driver, GPUs, modes, and what else runs on them."""
     gpu_keys = ("index", "name", "uuid", "pci_bus_id", "memory_total_mib", "persistence_mode", "mig_mode")
     holder_keys = ("pid", "name", "cmdline", "vmid", "protected", "used_mib_total", "gpus")
@@ -40,110 +140,45 @@ def _fingerprint(facts: dict[str, t.Any]) -> dict[str, t.Any]:
     }
 
 
-def reset_result(before: t.Mapping[str, t.Any] | None, host: str, kill: t.Mapping[str, t.Any] | None = None,
-                 after: t.Mapping[str, t.Any] | None = None, leftovers: t.Mapping[str, t.Any] | None = None,
-                 gpu_reset: t.Mapping[str, t.Any] | None = None, check_mode: bool = False,
-                 verify_only: bool = False) -> dict[str, t.Any]:
-    """One host's outcome: verdict, a readable message, before/after per GPU, what was stopped, timings.
-
-    `before` is either the registered result of gpu_memory_facts (with the other steps' results as arguments) or the
-    registered result of gpu_host_reset, which carries every step.
-    """
-    if before is not None and "before" in before and "leftovers" in before:
-        steps = before
-        before, kill, after = steps["before"], kill or steps.get("kill"), after or steps.get("after")
-        leftovers, gpu_reset = leftovers or steps.get("leftovers"), gpu_reset or steps.get("gpu_reset")
-        check_mode = check_mode or bool(steps.get("check_mode"))
-    if before is not None and before.get("unreachable"):
-        return {"host": host, "verdict": UNREACHABLE, "reasons": [before.get("msg", "unreachable")],
-                "message": f"{host}: unreachable: {before.get('msg', '')}".rstrip(": "), "check_mode": check_mode,
-                "verify_only": verify_only, "gpus": [], "gpus_clean": 0, "gpus_expected": None, "mib_freed": 0,
-                "processes_stopped": 0, "killed": [], "seconds_to_clean": None, "fingerprint": None}
-    first = _facts(before)
-    last = _facts(after) or first
-    if last is None:
-        raise ValueError("gpu_reset_result needs the registered result of gpu_memory_facts")
-    verdict = last["verdict"]
-    reasons = list(last["reasons"])
-
-    kill = kill or {}
-    killed = [dict((key, entry.get(key)) for key in ("pid", "name", "cmdline", "vmid", "signals", "seconds_to_exit"))
-              for entry in kill.get("killed", [])]
-    for entry in kill.get("survivors", []):
-        reasons.append(f"pid {entry['pid']} ({entry.get('cmdline') or entry.get('name')}) survived: {entry['reason']}")
-        verdict = UNKNOWN if verdict == UNKNOWN else BUSY
-    # A GPU holder that a rule matched but that is spared on purpose: the verdict says which one and why.
-    held_now = {holder["pid"] for holder in last.get("holders", []) if not holder.get("protected")}
-    for entry in kill.get("protected", []):
-        if entry["pid"] in held_now:
-            reasons.append(f"pid {entry['pid']} ({entry.get('cmdline') or entry.get('name')}) holds a GPU and was "
-                           f"spared on purpose: {entry['reason']}")
-    for entry in kill.get("respawned", []):
-        reasons.append(f"pid {entry['pid']} ({entry.get('cmdline')}) came back after the stop: something restarts it")
-        verdict = UNKNOWN if verdict == UNKNOWN else BUSY
-
-    leftovers = leftovers or {}
-    for port in leftovers.get("ports", []):
-        if not port["free"]:
-            holders = "; ".join(f"pid {holder['pid']} ({holder['cmdline']})" for holder in port["holders"]) or \
-                "a process not visible from here"
-            reasons.append(f"port {port['port']} is still taken by {holders}")
-            verdict = UNKNOWN if verdict == UNKNOWN else BUSY
-
-    before_by_index = {gpu["index"]: gpu for gpu in (first or last)["gpus"]}
-    gpus = []
-    for gpu in last["gpus"]:
-        earlier = before_by_index.get(gpu["index"], gpu)
-        gpus.append({"index": gpu["index"], "name": gpu["name"], "uuid": gpu["uuid"],
-                     "total_mib": gpu["memory_total_mib"], "before_mib": earlier.get("memory_used_mib"),
-                     "after_mib": gpu["memory_used_mib"], "clean": gpu["clean"]})
-    freed = sum(max((gpu["before_mib"] or 0) - (gpu["after_mib"] or 0), 0) for gpu in gpus)
-
-    seconds = None
-    started, ended = _when((first or last).get("collected_at")), _when(last.get("collected_at"))
-    if verdict == CLEAN and started and ended and _facts(after) is not None:
-        seconds = round((ended - started).total_seconds() + float(last.get("elapsed_s") or 0), 2)
-
-    gpu_reset = gpu_reset or {}
-    if gpu_reset.get("results"):
-        done = [item for item in gpu_reset["results"] if not item.get("skipped")]
-        for item in done:
-            if item.get("rc") not in (0, None):
-                reasons.append(f"nvidia-smi --gpu-reset -i {item.get('item')} refused: "
-                               f"{' '.join((item.get('stdout') or '').split())[:300]}")
-
-    expected = last.get("expected_gpu_count")
-    clean_count = sum(1 for gpu in gpus if gpu["clean"])
+def _message(host: str, steps: Steps, outcome: dict[str, t.Any]) -> str:
+    last = steps.last
     scope = f" (container {last['scope']['container']})" if last.get("scope", {}).get("container") else ""
-    if verdict == CLEAN:
-        message = (f"{host}{scope}: clean: {clean_count}/{expected or len(gpus)} GPUs at most "
-                   f"{last['idle_threshold_mib']} MiB, {len(killed)} processes stopped, {freed} MiB freed"
-                   + (f" in {seconds} s" if seconds is not None else ""))
+    if outcome["verdict"] == CLEAN:
+        seconds = outcome["seconds_to_clean"]
+        message = (f"{host}{scope}: clean: {outcome['gpus_clean']}/{last.get('expected_gpu_count') or len(outcome['gpus'])}"
+                   f" GPUs at most {last['idle_threshold_mib']} MiB, {outcome['processes_stopped']} processes stopped, "
+                   f"{outcome['mib_freed']} MiB freed" + (f" in {seconds} s" if seconds is not None else ""))
     else:
-        label = "NOT CLEAN" if verdict == BUSY else "UNKNOWN"
-        message = f"{host}{scope}: {label}: " + "; ".join(reasons)
-    if check_mode:
-        message += " [check mode: nothing was stopped]"
-    return {
-        "host": host,
-        "verdict": verdict,
-        "reasons": reasons,
-        "message": message,
-        "check_mode": check_mode,
-        "verify_only": verify_only,
+        label = "NOT CLEAN" if outcome["verdict"] == BUSY else "UNKNOWN"
+        message = f"{host}{scope}: {label}: " + "; ".join(outcome["reasons"])
+    return message + (" [check mode: nothing was stopped]" if steps.check_mode else "")
+
+
+def reset_outcome(host: str, steps: Steps) -> dict[str, t.Any]:
+    """One host's outcome: verdict, a readable message, before/after per GPU, what was stopped, timings."""
+    last = steps.last
+    stop_verdict, stop_reasons = _stop_reasons(steps.kill, last)
+    port_reasons = _port_reasons(steps.leftovers)
+    verdict = worst(last["verdict"], stop_verdict, BUSY if port_reasons else CLEAN)
+    gpus = _gpu_rows(steps.first, last)
+    killed = [{key: entry.get(key) for key in _KILLED_KEYS} for entry in steps.kill.get("killed", [])]
+    outcome = {
+        "host": host, "verdict": verdict,
+        "reasons": list(last["reasons"]) + stop_reasons + port_reasons + _reset_refusals(steps.gpu_resets),
+        "check_mode": steps.check_mode, "verify_only": steps.verify_only,
         "container": last.get("scope", {}).get("container"),
-        "gpus": gpus,
-        "gpus_clean": clean_count,
-        "gpus_expected": expected,
-        "mib_freed": freed,
-        "processes_stopped": len(killed),
-        "killed": killed,
-        "would_stop": [dict((key, entry.get(key)) for key in ("pid", "name", "cmdline", "vmid", "rule", "role"))
-                       for entry in kill.get("planned", [])] if check_mode else [],
-        "survivors": kill.get("survivors", []),
-        "ports": leftovers.get("ports", []),
-        "shm_removed": leftovers.get("shm_removed", []),
-        "seconds_to_clean": seconds,
-        "polls": (after or {}).get("attempts") or (_facts(after) or {}).get("polls", 0),
+        "gpus": gpus, "gpus_clean": sum(1 for gpu in gpus if gpu["clean"]),
+        "gpus_expected": last.get("expected_gpu_count"),
+        "mib_freed": sum(max((gpu["before_mib"] or 0) - (gpu["after_mib"] or 0), 0) for gpu in gpus),
+        "processes_stopped": len(killed), "killed": killed,
+        "would_stop": [{key: entry.get(key) for key in _PLANNED_KEYS} for entry in steps.kill.get("planned", [])]
+        if steps.check_mode else [],
+        "survivors": steps.kill.get("survivors", []),
+        "ports": steps.leftovers.get("ports", []),
+        "shm_removed": steps.leftovers.get("shm_removed", []),
+        "seconds_to_clean": _seconds_to_clean(steps, verdict),
+        "polls": steps.polls if steps.polls is not None else (steps.after or {}).get("polls", 0),
         "fingerprint": _fingerprint(last),
     }
+    outcome["message"] = _message(host, steps, outcome)
+    return outcome

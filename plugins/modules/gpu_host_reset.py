@@ -26,44 +26,26 @@ author:
 attributes:
   check_mode:
     support: full
-    description: Reads, plans the stop (C(planned) in RV(kill)) and reports which files would be removed; stops, waits for and removes nothing.
+    description:
+      - Reads, plans the stop (C(planned) in RV(kill)) and reports which files would be removed; RV(plan) says both,
+        one line each. Stops, waits for and removes nothing.
   diff_mode:
-    support: none
-    description: No diff is produced.
+    support: full
+    description:
+      - Two diffs - the processes the stop selected (before) and those still running afterwards (after; in check mode,
+        those that would be), and the matching C(/dev/shm) entries present and left. With O(verify_only) only the
+        second.
 extends_documentation_fragment:
+  - gpuops.hygiene.gpu_read.reset_timeout
   - gpuops.hygiene.gpu_read
+  - gpuops.hygiene.gpu_wait
+  - gpuops.hygiene.process_selection.reset_timeout
   - gpuops.hygiene.process_selection
+  - gpuops.hygiene.leftovers
+  - gpuops.hygiene.scope
+  - gpuops.hygiene.scope.processes
+  - gpuops.hygiene.scope.servers
 options:
-  servers:
-    description: Engine presets to stop, see O(gpuops.hygiene.inference_server_kill#module:servers).
-    type: list
-    elements: str
-    default: [all]
-  kill_timeout:
-    description: Seconds the stop may take; see O(gpuops.hygiene.inference_server_kill#module:timeout).
-    type: float
-  facts_timeout:
-    description: Seconds one GPU read may take.
-    type: float
-    default: 10
-  wait_for:
-    description: Seconds to keep reading after the stop until every GPU is free.
-    type: float
-    default: 60
-  ports:
-    description: TCP ports that must be free afterwards.
-    type: list
-    elements: int
-    default: []
-  shm_patterns:
-    description: More C(/dev/shm) globs to clean besides the presets' own.
-    type: list
-    elements: str
-    default: []
-  clean_shm:
-    description: Remove matching C(/dev/shm) files no live process has open or mapped.
-    type: bool
-    default: true
   reset_leaked_gpus:
     description:
       - When memory stays used with no process holding it and nothing else is wrong, run C(nvidia-smi --gpu-reset -i N) on
@@ -160,6 +142,15 @@ settled_because:
   returned: always
   type: str
   sample: clean
+plan:
+  description:
+    - In check mode, one line per process that would be stopped (PID, command line, the rule that selected it), then one
+      per C(/dev/shm) file that would be removed.
+  returned: always
+  type: list
+  elements: str
+  sample: ["stop pid 4200 (python3 -m sglang.launch_server --port 30000), selected by preset sglang: python -m sglang.launch_server",
+           "remove /dev/shm/nccl-4f2a9c"]
 check_mode:
   description: Whether the run was in check mode.
   returned: always
@@ -168,60 +159,67 @@ check_mode:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _kill, _leftovers
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _kill, _leftovers, _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 
 
-def main() -> None:
-    argument_spec = dict(
-        **_gpu_facts.argument_spec(),
-        **_kill.argument_spec(),
-        servers=dict(type="list", elements="str", default=["all"]),
-        kill_timeout=dict(type="float"),
-        facts_timeout=dict(type="float", default=10),
-        wait_for=dict(type="float", default=60),
-        ports=dict(type="list", elements="int", default=[]),
-        shm_patterns=dict(type="list", elements="str", default=[]),
-        clean_shm=dict(type="bool", default=True),
+def argument_spec() -> dict:
+    return dict(
+        **_options.gpu_read(timeout_alias=False), **_options.gpu_wait(), **_options.stop(timeout_alias=False),
+        **_options.leftovers(), **_options.scope(), **_options.processes(), **_options.servers(),
         reset_leaked_gpus=dict(type="bool", default=False),
         verify_only=dict(type="bool", default=False),
         host=dict(type="str"),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+
+
+def _request(params: dict, check_mode: bool) -> _host_reset.Request:
+    protect = tuple(params["protect"])
+    servers = tuple(_options.SERVERS_DEFAULT["gpu_host_reset"] if params["servers"] is None else params["servers"])
+    wait_for = _options.WAIT_FOR_DEFAULT["gpu_host_reset"] if params["wait_for"] is None else params["wait_for"]
+    return _host_reset.Request(
+        facts=_gpu_facts.Request(
+            expected_gpu_count=params["expected_gpu_count"], idle_threshold_mib=params["idle_threshold_mib"],
+            nvidia_smi_path=params["nvidia_smi_path"], timeout=params["facts_timeout"], backend=params["backend"],
+            container=params["container"], protect=protect, wait_for=wait_for,
+            poll_interval=params["poll_interval"], settle_window=params["settle_window"]),
+        kill=_kill.Request(
+            servers=servers, patterns=tuple(params["patterns"]), clients=tuple(params["clients"]),
+            gpu_holders=params["gpu_holders"], container=params["container"], protect=protect, signal=params["signal"],
+            grace_period=params["grace_period"], timeout=params["kill_timeout"], stop_units=params["stop_units"],
+            check_mode=check_mode, nvidia_smi_path=params["nvidia_smi_path"],
+            container_processes=params["container_processes"]),
+        leftovers=_leftovers.Request(
+            ports=tuple(params["ports"]), servers=servers, shm_patterns=tuple(params["shm_patterns"]),
+            remove_stale_shm=params["remove_stale_shm"] and not params["verify_only"], container=params["container"],
+            check_mode=check_mode),
+        verify_only=params["verify_only"],
+        host=params["host"],
+        reset_leaked_gpus=params["reset_leaked_gpus"],
+        check_mode=check_mode,
+    )
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         check_host()
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
-    params = module.params
-    protect = tuple(params["protect"])
-    request = _host_reset.Request(
-        facts=_gpu_facts.Request(
-            expected_gpu_count=params["expected_gpu_count"], idle_threshold_mib=params["idle_threshold_mib"],
-            nvidia_smi_path=params["nvidia_smi_path"], timeout=params["facts_timeout"], backend=params["backend"],
-            container=params["container"], protect=protect, wait_for=params["wait_for"],
-            poll_interval=params["poll_interval"], settle_window=params["settle_window"]),
-        kill=_kill.Request(
-            servers=tuple(params["servers"]), patterns=tuple(params["patterns"]), clients=tuple(params["clients"]),
-            gpu_holders=params["gpu_holders"], container=params["container"], protect=protect, signal=params["signal"],
-            grace_period=params["grace_period"], timeout=params["kill_timeout"], stop_units=params["stop_units"],
-            check_mode=module.check_mode, nvidia_smi_path=params["nvidia_smi_path"],
-            container_processes=params["container_processes"]),
-        leftovers=_leftovers.Request(
-            ports=tuple(params["ports"]), servers=tuple(params["servers"]), shm_patterns=tuple(params["shm_patterns"]),
-            remove_stale_shm=params["clean_shm"] and not params["verify_only"], container=params["container"],
-            check_mode=module.check_mode),
-        verify_only=params["verify_only"],
-        host=params["host"],
-        reset_leaked_gpus=params["reset_leaked_gpus"],
-        check_mode=module.check_mode,
-    )
+    request = _request(module.params, module.check_mode)
     try:
         result = _host_reset.run(request, module.log)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
     for note in result["kill"].get("notes", []):
         module.warn(note)
+    remove_shm = request.leftovers.remove_stale_shm
+    result["plan"] = _plan.stop_plan(result["kill"]) + _plan.shm_plan(result["leftovers"], remove_shm) \
+        if module.check_mode else []
+    if module._diff:
+        result["diff"] = ([] if request.verify_only else [_plan.stop_diff(result["kill"])]) + \
+            [_plan.shm_diff(result["leftovers"], remove_shm, module.check_mode)]
     module.exit_json(**result)
 
 

@@ -35,22 +35,12 @@ attributes:
     support: full
     description: Sets RV(ansible_facts.gpu_memory).
 extends_documentation_fragment:
+  - gpuops.hygiene.gpu_read.timeout
   - gpuops.hygiene.gpu_read
+  - gpuops.hygiene.gpu_wait
+  - gpuops.hygiene.scope
+  - gpuops.hygiene.scope.processes
 options:
-  timeout:
-    description:
-      - Seconds the GPU query may take in total. A query that does not finish in time is killed and the
-        verdict becomes V(unknown).
-    type: float
-    default: 10
-  wait_for:
-    description:
-      - Seconds to keep reading the GPUs until the verdict is V(clean), every O(poll_interval). The facts of the last read
-        are returned, with RV(ansible_facts.gpu_memory.polls) and RV(ansible_facts.gpu_memory.waited_s).
-      - V(0) reads once. Waiting here costs one module run instead of one per poll, which makes
-        M(gpuops.hygiene.gpu_memory_facts) a faster verification loop than O(ignore:until)/O(ignore:retries).
-    type: float
-    default: 0
   settle_key:
     description:
       - Keep the settle rules' history between runs of this module that share this key (in a file under
@@ -264,34 +254,37 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
-from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, argument_spec as gpu_read_argument_spec, collect_until_clean
+from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, collect_until_clean
 
 
-def main() -> None:
-    argument_spec = dict(
-        **gpu_read_argument_spec(),
-        timeout=dict(type="float", default=10),
-        wait_for=dict(type="float", default=0),
+def argument_spec() -> dict:
+    return dict(
+        **_options.gpu_read(timeout_alias=True), **_options.gpu_wait(), **_options.scope(), **_options.processes(),
         ecc_baseline=dict(type="dict"),
         settle_key=dict(type="str", no_log=False),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         check_host()
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
     params = module.params
+    wait_for = params["wait_for"]
     request = Request(
         expected_gpu_count=params["expected_gpu_count"],
         idle_threshold_mib=params["idle_threshold_mib"],
         nvidia_smi_path=params["nvidia_smi_path"],
-        timeout=params["timeout"],
+        timeout=params["facts_timeout"],
         backend=params["backend"],
         container=params["container"],
         protect=tuple(params["protect"]),
-        wait_for=params["wait_for"],
+        wait_for=_options.WAIT_FOR_DEFAULT["gpu_memory_facts"] if wait_for is None else wait_for,
         poll_interval=params["poll_interval"],
         ecc_baseline=params["ecc_baseline"],
         settle_window=params["settle_window"],

@@ -32,7 +32,7 @@ description:
     (C(docker run vllm/vllm-openai)) is stopped when a rule matches it; the kernel delivers a signal other than
     SIGKILL to it only when it handles that signal, so RV(notes) says when it will only stop with SIGKILL.
   - A process in uninterruptible sleep that survives SIGKILL is reported as unkillable and the module returns; the
-    whole call never takes longer than O(timeout).
+    whole call never takes longer than O(kill_timeout).
   - Every signal sent is written to the system log with the rule that selected the process, on one line; control
     characters of a command line are written as escapes (C(\n), C(\x1b)).
 author:
@@ -40,73 +40,20 @@ author:
 attributes:
   check_mode:
     support: full
-    description: Lists in RV(planned) exactly what would be signalled, and sends nothing.
+    description:
+      - Lists in RV(planned) exactly what would be signalled, and in RV(plan) one line per process (PID, command line,
+        the rule or preset that selected it); sends nothing.
   diff_mode:
-    support: none
-    description: Processes have no diff.
+    support: full
+    description:
+      - Before - the processes the selection found (targets with their rule, and those left alone with the reason);
+        after - those still running afterwards, or in check mode those that would be.
 extends_documentation_fragment:
+  - gpuops.hygiene.process_selection.timeout
   - gpuops.hygiene.process_selection
-options:
-  servers:
-    description:
-      - Engine presets. Each matches the real launch shapes of its engine, never a substring of a command line.
-      - V(sglang) - C(python -m sglang.launch_server), C(sglang serve), the SGLang router, workers titled C(sglang::*).
-      - V(vllm) - C(vllm serve), C(python -m vllm.entrypoints.openai.api_server), C(VLLM::*) processes, Ray workers
-        titled C(ray::RayWorkerWrapper) or (older vLLM) C(ray::RayWorkerVllm).
-      - V(tgi) - C(text-generation-launcher), C(text-generation-router), C(text-generation-server serve).
-      - V(trtllm) - C(trtllm-serve), C(trtllm-llmapi-launch) (a bash script, matched as the script it runs) with its
-        C(python3 -m tensorrt_llm.llmapi.mgmn_leader_node) and C(mgmn_worker_node) ranks, C(launch_triton_server.py),
-        C(tritonserver) with the TensorRT-LLM backend, and an MPI launcher (C(mpirun), C(mpiexec), C(orterun)) whose
-        own command line starts any of these. The launcher's C(mpirun) is the root that covers Triton's rank 0, whose
-        C(tritonserver) command line names no backend; with one rank it is known by the exact shape
-        C(launch_triton_server.py) gives it. The model repository is never read.
-      - V(triton) - C(tritonserver) and its C(triton_python_backend_stub) processes.
-      - V(llamacpp) - C(llama-server), C(python -m llama_cpp.server).
-      - V(ollama) - C(ollama serve), C(ollama runner), C(ollama_llama_server) (also when orphaned).
-      - V(all) - every preset.
-      - Interpreter flags are read as Python reads them, combined or not (C(python3 -um sglang.launch_server),
-        C(-Bm), C(-X dev -m)); scripts run by C(bash) or C(sh) are matched like scripts run by Python; C(bash -c) and
-        C(python -c) strings are never matched.
-      - Never matched by a preset, by design - benchmark and test clients (C(python -m sglang.bench_serving),
-        C(vllm bench serve), C(benchmarks/benchmark_serving.py), C(genai-perf), C(text-generation-benchmark)) - stop
-        them with O(clients), for example C(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
-        Offline benchmarks that load a model themselves (C(vllm bench throughput), C(trtllm-bench)) hold GPUs and are
-        stopped by O(gpu_holders).
-      - Never matched by a preset because nothing in them names an engine - orphaned workers without a title, such as
-        vLLM's C(pt_main_thread) multiprocessing workers, C(python -m mpi4py.futures.server) workers, a C(mpirun) starting
-        only a plain C(tritonserver), and llama.cpp's old C(server) binary. M(gpuops.hygiene.gpu_memory_facts) names
-        an orphaned multiprocessing or mpi4py worker that holds a GPU in its reasons; O(gpu_holders=true) stops it.
-        An orphaned process that a preset matches (C(ollama_llama_server), C(triton_python_backend_stub),
-        C(VLLM::Worker_TP0)) is named there with the preset that stops it.
-        While their engine runs, such processes (and C(orted)) are members of its tree and stop with it.
-    type: list
-    elements: str
-    default: []
-  container:
-    description:
-      - A Proxmox container vmid. Run on the Proxmox node (by delegation), the module acts only on processes of that
-        container (cgroup C(lxc/<vmid>)), by node PID. Matching processes of the node and of other containers are
-        reported in RV(skipped_out_of_scope) and never signalled.
-    type: str
-  protect:
-    description:
-      - More process names never to signal, in addition to the built-in list of GPU infrastructure and monitors
-        (C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter), C(dcgmi), C(nv-fabricmanager),
-        C(nvidia-fabricmanager), C(nvidia-cuda-mps-control), C(nvidia-powerd), C(nvidia-imex), C(nvidia-imex-ctl),
-        C(nvidia-gridd), C(nvidia-device-plugin), C(gpu-feature-discovery), C(Xorg), C(Xwayland), C(sshd),
-        C(nvidia-smi), C(nvtop), C(nvitop), C(gpustat)). A name matches the program, the script a Python interpreter runs, or the kernel's
-        15-character comm.
-    type: list
-    elements: str
-    default: []
-  timeout:
-    description:
-      - Seconds the whole call may take, waiting after SIGKILL included. Defaults to O(grace_period) + 30.
-      - Must be longer than O(grace_period).
-    type: float
-  nvidia_smi_path:
-    description: Path of C(nvidia-smi), used with O(gpu_holders). By default it is looked up on E(PATH).
-    type: path
+  - gpuops.hygiene.scope
+  - gpuops.hygiene.scope.processes
+  - gpuops.hygiene.scope.servers
 requirements:
   - Python >= 3.9 on the managed host
   - Linux >= 5.3 on the managed host (pidfd_open)
@@ -167,6 +114,12 @@ planned:
       rule: "preset sglang: python -m sglang.launch_server"
       role: server
       signals: [SIGTERM]
+plan:
+  description: In check mode, one line per process that would be stopped - PID, command line and the rule that selected it.
+  returned: always
+  type: list
+  elements: str
+  sample: ["stop pid 4200 (python3 -m sglang.launch_server --port 30000), selected by preset sglang: python -m sglang.launch_server"]
 killed:
   description:
     - Targets that are gone, with the signals they were sent and the seconds from the first signal to their exit.
@@ -256,28 +209,26 @@ elapsed_s:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
-from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import Request, argument_spec as selection_argument_spec, run
+from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import Request, run
+
+
+def argument_spec() -> dict:
+    return dict(**_options.stop(timeout_alias=True), **_options.scope(), **_options.processes(), **_options.servers())
 
 
 def main() -> None:
-    argument_spec = dict(
-        **selection_argument_spec(),
-        servers=dict(type="list", elements="str", default=[]),
-        container=dict(type="str"),
-        protect=dict(type="list", elements="str", default=[]),
-        timeout=dict(type="float"),
-        nvidia_smi_path=dict(type="path"),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         check_host()
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
     params = module.params
+    servers = params["servers"]
     request = Request(
-        servers=tuple(params["servers"]),
+        servers=tuple(_options.SERVERS_DEFAULT["inference_server_kill"] if servers is None else servers),
         patterns=tuple(params["patterns"]),
         clients=tuple(params["clients"]),
         gpu_holders=params["gpu_holders"],
@@ -286,7 +237,7 @@ def main() -> None:
         protect=tuple(params["protect"]),
         signal=params["signal"],
         grace_period=params["grace_period"],
-        timeout=params["timeout"],
+        timeout=params["kill_timeout"],
         stop_units=params["stop_units"],
         check_mode=module.check_mode,
         nvidia_smi_path=params["nvidia_smi_path"],
@@ -297,6 +248,9 @@ def main() -> None:
         module.fail_json(msg=str(error))
     for note in result["notes"]:
         module.warn(note)
+    result["plan"] = _plan.stop_plan(result) if module.check_mode else []
+    if module._diff:
+        result["diff"] = _plan.stop_diff(result)
     if result["survivors"]:
         reasons = "; ".join(f"pid {entry['pid']} ({entry['name']}): {entry['reason']}" for entry in result["survivors"])
         module.fail_json(msg=f"{len(result['survivors'])} process(es) could not be stopped: {reasons}", **result)

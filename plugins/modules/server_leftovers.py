@@ -20,35 +20,16 @@ author:
 attributes:
   check_mode:
     support: full
-    description: Reports which files would be removed and removes none.
+    description: Lists in RV(plan) which files would be removed and removes none.
   diff_mode:
-    support: none
-    description: No diff is produced.
-options:
-  ports:
-    description: TCP ports that must be free (for example the servers' HTTP ports and the torch/NCCL port 29500).
-    type: list
-    elements: int
-    default: []
-  servers:
-    description: Engine presets (as in M(gpuops.hygiene.inference_server_kill)) whose usual C(/dev/shm) file patterns apply.
-    type: list
-    elements: str
-    default: []
-  shm_patterns:
+    support: full
     description:
-      - More file-name globs under C(/dev/shm), such as C(nccl-*). Each must start with at least 3 literal characters,
-        so no glob can match every file there.
-    type: list
-    elements: str
-    default: []
-  remove_stale_shm:
-    description: Remove matching C(/dev/shm) files that no live process has open or mapped.
-    type: bool
-    default: true
-  container:
-    description: A Proxmox container vmid, when run on its node.
-    type: str
+      - Before - the matching C(/dev/shm) entries present; after - those left afterwards (or in check mode, those that
+        would be), each kept one with the reason.
+extends_documentation_fragment:
+  - gpuops.hygiene.leftovers
+  - gpuops.hygiene.scope
+  - gpuops.hygiene.scope.servers
 requirements:
   - Python >= 3.9 on the managed host
   - Linux >= 5.3 on the managed host (pidfd_open)
@@ -82,6 +63,12 @@ ports:
   elements: dict
   sample: [{"port": 30000, "free": false, "holders": [{"pid": 4200, "name": "python3", "vmid": null,
             "cmdline": "python3 -m sglang.launch_server --port 30000"}]}]
+plan:
+  description: In check mode, one line per C(/dev/shm) file that would be removed.
+  returned: always
+  type: list
+  elements: str
+  sample: ["remove /dev/shm/nccl-4f2a9c"]
 ports_free:
   description: Every port in O(ports) is free.
   returned: always
@@ -120,28 +107,27 @@ shm_removed:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._leftovers import Request, check
 
 
+def argument_spec() -> dict:
+    return dict(**_options.leftovers(), **_options.scope(), **_options.servers())
+
+
 def main() -> None:
-    argument_spec = dict(
-        ports=dict(type="list", elements="int", default=[]),
-        servers=dict(type="list", elements="str", default=[]),
-        shm_patterns=dict(type="list", elements="str", default=[]),
-        remove_stale_shm=dict(type="bool", default=True),
-        container=dict(type="str"),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         check_host()
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
     params = module.params
+    servers = params["servers"]
     request = Request(
         ports=tuple(params["ports"]),
-        servers=tuple(params["servers"]),
+        servers=tuple(_options.SERVERS_DEFAULT["server_leftovers"] if servers is None else servers),
         shm_patterns=tuple(params["shm_patterns"]),
         remove_stale_shm=params["remove_stale_shm"],
         container=params["container"],
@@ -153,6 +139,9 @@ def main() -> None:
         module.fail_json(msg=str(error))
     if result["shm_error"]:
         module.warn(result["shm_error"])
+    result["plan"] = _plan.shm_plan(result, request.remove_stale_shm) if module.check_mode else []
+    if module._diff:
+        result["diff"] = _plan.shm_diff(result, request.remove_stale_shm, module.check_mode)
     module.exit_json(**result)
 
 

@@ -12,7 +12,8 @@ import time
 import typing as t
 from xml.sax.saxutils import escape, quoteattr
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import BUSY, CLEAN, UNKNOWN, UNREACHABLE, reset_result
+from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import BUSY, CLEAN, UNKNOWN, UNREACHABLE
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils._registered import reset_result
 
 
 def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[dict[str, t.Any]]:

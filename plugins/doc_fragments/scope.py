@@ -1,0 +1,93 @@
+# Copyright (c) 2026, gpuops.hygiene contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    # Where a module acts and on which engines, shared by the read, the stop and the leftovers check; the argument
+    # specs are plugins/module_utils/_options.py scope(), processes() and servers().
+    DOCUMENTATION = r"""
+options:
+  container:
+    description:
+      - A Proxmox container vmid. Run on the Proxmox node (usually by delegation), every step acts only within that
+        container.
+      - A GPU read judges only the GPUs the container was given (its C(/dev/nvidiaN)) and reports memory held there by
+        other containers or by the node as held outside the container, which makes the verdict V(busy).
+      - A stop acts only on processes of that container (cgroup C(lxc/<vmid>)), by node PID; matching processes of the
+        node and of other containers are reported in C(skipped_out_of_scope) and never signalled.
+      - The leftovers check reads that container's network namespace and C(/dev/shm).
+    type: str
+"""
+
+    # The processes a read and a stop share rules about: scope() + processes().
+    PROCESSES = r"""
+options:
+  protect:
+    description:
+      - More process names to treat as GPU infrastructure, in addition to the built-in list
+        (C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter), C(dcgmi), C(nv-fabricmanager),
+        C(nvidia-fabricmanager), C(nvidia-cuda-mps-control), C(nvidia-powerd), C(nvidia-imex), C(nvidia-imex-ctl),
+        C(nvidia-gridd), C(nvidia-device-plugin), C(gpu-feature-discovery), C(Xorg), C(Xwayland), C(sshd),
+        C(nvidia-smi), C(nvtop), C(nvitop), C(gpustat)).
+        A name matches the program, the script a Python interpreter runs, or the kernel's 15-character comm.
+      - A protected process is never signalled, and never makes the host busy by holding a device open; its memory
+        still counts, and one the driver lists with more than
+        O(gpuops.hygiene.gpu_memory_facts#module:idle_threshold_mib) on a GPU makes the host busy
+        whatever its name.
+    type: list
+    elements: str
+    default: []
+  nvidia_smi_path:
+    description:
+      - Path of C(nvidia-smi), used to read the GPUs (by a stop only with
+        O(gpuops.hygiene.inference_server_kill#module:gpu_holders)). By default it is looked up on
+        E(PATH).
+    type: path
+"""
+
+    # The engine presets a stop selects and whose /dev/shm files a leftovers check cleans: servers().
+    SERVERS = r"""
+options:
+  servers:
+    description:
+      - Engine presets. Each matches the real launch shapes of its engine, never a substring of a command line;
+        M(gpuops.hygiene.server_leftovers) applies the selected presets' usual C(/dev/shm) file patterns.
+      - V(sglang) - C(python -m sglang.launch_server), C(sglang serve), the SGLang router, workers titled C(sglang::*).
+      - V(vllm) - C(vllm serve), C(python -m vllm.entrypoints.openai.api_server), C(VLLM::*) processes, Ray workers
+        titled C(ray::RayWorkerWrapper) or (older vLLM) C(ray::RayWorkerVllm).
+      - V(tgi) - C(text-generation-launcher), C(text-generation-router), C(text-generation-server serve).
+      - V(trtllm) - C(trtllm-serve), C(trtllm-llmapi-launch) (a bash script, matched as the script it runs) with its
+        C(python3 -m tensorrt_llm.llmapi.mgmn_leader_node) and C(mgmn_worker_node) ranks, C(launch_triton_server.py),
+        C(tritonserver) with the TensorRT-LLM backend, and an MPI launcher (C(mpirun), C(mpiexec), C(orterun)) whose
+        own command line starts any of these. The launcher's C(mpirun) is the root that covers Triton's rank 0, whose
+        C(tritonserver) command line names no backend; with one rank it is known by the exact shape
+        C(launch_triton_server.py) gives it. The model repository is never read.
+      - V(triton) - C(tritonserver) and its C(triton_python_backend_stub) processes.
+      - V(llamacpp) - C(llama-server), C(python -m llama_cpp.server).
+      - V(ollama) - C(ollama serve), C(ollama runner), C(ollama_llama_server) (also when orphaned).
+      - V(all) - every preset.
+      - Interpreter flags are read as Python reads them, combined or not (C(python3 -um sglang.launch_server),
+        C(-Bm), C(-X dev -m)); scripts run by C(bash) or C(sh) are matched like scripts run by Python; C(bash -c) and
+        C(python -c) strings are never matched.
+      - Never matched by a preset, by design - benchmark and test clients (C(python -m sglang.bench_serving),
+        C(vllm bench serve), C(benchmarks/benchmark_serving.py), C(genai-perf), C(text-generation-benchmark)) - stop
+        them with O(gpuops.hygiene.inference_server_kill#module:clients), for example
+        C(sglang\.bench_serving|vllm bench serve|benchmark_serving\.py|genai-perf).
+        Offline benchmarks that load a model themselves (C(vllm bench throughput), C(trtllm-bench)) hold GPUs and are
+        stopped by O(gpuops.hygiene.inference_server_kill#module:gpu_holders).
+      - Never matched by a preset because nothing in them names an engine - orphaned workers without a title, such as
+        vLLM's C(pt_main_thread) multiprocessing workers, C(python -m mpi4py.futures.server) workers, a C(mpirun) starting
+        only a plain C(tritonserver), and llama.cpp's old C(server) binary. M(gpuops.hygiene.gpu_memory_facts) names
+        an orphaned multiprocessing or mpi4py worker that holds a GPU in its reasons;
+        O(gpuops.hygiene.inference_server_kill#module:gpu_holders=true) stops it.
+        An orphaned process that a preset matches (C(ollama_llama_server), C(triton_python_backend_stub),
+        C(VLLM::Worker_TP0)) is named there with the preset that stops it.
+        While their engine runs, such processes (and C(orted)) are members of its tree and stop with it.
+      - Defaults to V([all]) in M(gpuops.hygiene.gpu_host_reset) and to none (V([])) in
+        M(gpuops.hygiene.inference_server_kill) and M(gpuops.hygiene.server_leftovers).
+    type: list
+    elements: str
+"""
