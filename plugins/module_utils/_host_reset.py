@@ -17,9 +17,6 @@ import typing as t
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _kill, _leftovers, _outcome, _subprocess
 
-# The verdict of a read that shows GPU memory held by no process, and nothing else wrong with the host.
-_LEAKED_ONLY = "busy"
-
 
 @dataclasses.dataclass
 class Request:
@@ -48,13 +45,6 @@ def _facts_of(result: dict[str, t.Any]) -> dict[str, t.Any] | None:
     return result.get("ansible_facts", {}).get("gpu_memory")
 
 
-def _leaked_gpus(facts: dict[str, t.Any]) -> list[int]:
-    """GPUs whose memory no process holds, when nothing else keeps the host from being clean."""
-    if facts["verdict"] != _LEAKED_ONLY or any(not holder["protected"] for holder in facts["holders"]):
-        return []
-    return [gpu["index"] for gpu in facts["gpus"] if gpu["unattributed"]]
-
-
 def _with_ecc_baseline(facts: _gpu_facts.Request, before: dict[str, t.Any]) -> _gpu_facts.Request:
     """The reads after the stop judge uncorrected ECC growth against the read before it, unless a baseline was given."""
     if facts.ecc_baseline is not None:
@@ -75,9 +65,9 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
         if not kill["check_mode"]:
             after = _gpu_facts.collect_until_clean(_with_ecc_baseline(request.facts, before))
             result["after"] = _facts_result(after)
-            leaked = _leaked_gpus(after) if request.reset_leaked_gpus else []
+            leaked = after["resettable_gpus"] if request.reset_leaked_gpus and after["nvidia_smi_path"] else []
             if leaked:
-                smi = _gpu_facts.resolve_nvidia_smi(request.facts.nvidia_smi_path)
+                smi = after["nvidia_smi_path"]
                 resets = [_subprocess.run([smi, "--gpu-reset", "-i", str(index)], request.facts.timeout) for index in leaked]
                 result["gpu_reset"] = {"changed": any(reset.ok for reset in resets), "results": [
                     {"item": index, "rc": reset.rc, "stdout": reset.stdout.strip(), "stderr": reset.stderr.strip()}
