@@ -50,7 +50,7 @@ def test_leaked_gpus_are_resettable_and_collect_says_so(static_smi):
     smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8), "leaked": {"4": 2048}})
     facts = _gpu_facts.collect(_gpu_facts.Request(nvidia_smi_path=smi, backend="nvidia_smi", expected_gpu_count=8))
     if any(not holder["protected"] for holder in facts["holders"]):
-        pytest.fail(f"this machine has processes with /dev/nvidia* open; the world is not the host's: {facts['holders']}")
+        pytest.fail(f"processes of this machine have /dev/nvidia* open: {facts['holders']}")
     assert facts["verdict"] == "busy"
     assert facts["resettable_gpus"] == [4]
     assert facts["nvidia_smi_path"] == smi
@@ -99,7 +99,8 @@ def test_nvidia_smi_path_is_the_binary_found_on_path(static_smi, tmp_path, monke
     facts = _gpu_facts.collect(_gpu_facts.Request(backend="nvidia_smi", expected_gpu_count=2))
     assert facts["verdict"] == "clean" and facts["nvidia_smi_path"] == smi and os.path.isabs(smi)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    if any(os.path.exists(os.path.join(directory, "nvidia-smi")) for directory in ("/usr/local/sbin", "/usr/sbin", "/sbin")):
+    sbin = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+    if any(os.path.exists(os.path.join(directory, "nvidia-smi")) for directory in sbin):
         pytest.skip("this machine has an nvidia-smi in an sbin directory, which is searched whatever PATH says")
     # NVML reads without nvidia-smi; the facts then name no binary, and the reset steps have none to run.
     facts = _gpu_facts.collect(_gpu_facts.Request(backend="nvml", expected_gpu_count=2))
