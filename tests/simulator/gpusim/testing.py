@@ -256,10 +256,10 @@ def role_step(run: PlaybookRun, host: str, mode: str, step: str) -> dict:
     if mode == "module":
         return run.result(ROLE_ONE_RUN, host)[step]
     if step == "after":
-        again = run.result(ROLE_STEPS["after_gpu_reset"], host)
-        return run.result(ROLE_STEPS["wait"], host) if again.get("skipped") else again
+        step = "wait" if run.status(ROLE_STEPS["after_gpu_reset"], host) == "skipped" else "after_gpu_reset"
     result = run.result(ROLE_STEPS[step], host)
-    if result.get("skipped"):
+    # A loop over no GPU (nothing resettable) runs no nvidia-smi, as gpu_host_reset skips its reset.
+    if run.status(ROLE_STEPS[step], host) == "skipped" or (step == "gpu_reset" and not result.get("results")):
         return {"skipped": True}
     if step == "gpu_reset":
         return {"changed": result["changed"], "results": [
