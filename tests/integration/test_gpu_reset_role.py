@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from xml.etree import ElementTree
 
 import pytest
 
 from gpusim import fleet, paths
-from gpusim.testing import (REPO, ROLE_ONE_RUN, ROLE_STEPS, alive, processes, role_step, run_playbook,
-                            wait_for_gpu_holders)
+from gpusim.testing import (REPO, ROLE_ONE_RUN, ROLE_STEPS, alive, processes, role_step, run_playbook, syslog,
+                            wait_for_gpu_holders, wait_until)
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._leftovers import MIN_AGE_S
 
@@ -282,3 +283,28 @@ def test_the_wait_ends_at_its_deadline_when_the_gpus_stay_busy(sim, mode):
     # The wait ends at the deadline, overrunning it by at most the read in progress then.
     assert facts["polls"] >= 3 and facts["settled_because"] == "timeout"
     assert 1.5 <= facts["waited_s"] <= 2 + facts["elapsed_s"] + 0.2
+
+
+def test_ecc_errors_that_grow_during_the_stop_are_never_clean(sim, mode):
+    """The reads after the stop judge uncorrected ECC errors against the read before it, in both wait modes."""
+    host = sim.host()
+    fleet.start_server(host, "sglang", tp=2, knobs={"ignore_term": ["worker:1"]})
+    wait_for_gpu_holders(host, 2)
+    runs = []
+    reset = threading.Thread(target=lambda: runs.append(play(mode, RESET, sim.inventory(), {
+        "gpu_reset_servers": ["sglang"], "gpu_reset_grace_period": 4, "gpu_reset_kill_timeout": 12,
+        "gpu_reset_wait_timeout": 1})))
+    reset.start()
+    # The stop has begun (the first read is done) and waits out the grace period for the worker that ignores SIGTERM.
+    wait_until(lambda: "sent SIGTERM" in syslog(host), timeout=90, message="the stop's first SIGTERM")
+    fleet.set_faults(host, tokens={"ecc.errors.uncorrected.volatile.total": "3"})
+    reset.join(180)
+    run = runs[0]
+    before = role_step(run, host, mode, "before")["ansible_facts"]["gpu_memory"]
+    assert {gpu["ecc_uncorrected_volatile"] for gpu in before["gpus"]} == {0}, "the fault came before the first read"
+    assert run.rc == 2, run.stdout
+    result = outcome(run, host)
+    assert result["verdict"] == "unknown", result["message"]
+    assert any(reason.endswith("uncorrected ECC errors grew from 0 to 3 since the baseline: the GPU needs a reset "
+                               "(or a drain and a check) before it is clean") for reason in result["reasons"])
+    assert alive(host, "sglang") == []
