@@ -236,7 +236,8 @@ ansible_facts:
           returned: always
         resettable_gpus:
           description:
-            - Indexes of the GPUs a guarded C(nvidia-smi --gpu-reset) may act on (M(gpuops.hygiene.gpu_host_reset) and
+            - >-
+              Indexes of the GPUs a guarded C(nvidia-smi --gpu-reset) may act on (M(gpuops.hygiene.gpu_host_reset) and
               the role reset these when told to reset leaked GPUs): memory above the threshold that no process holds,
               no process (not even a protected one) with the GPU open, and nothing else keeping the host from
               V(clean) (the verdict is V(busy) only because of that leaked memory).
@@ -247,9 +248,10 @@ ansible_facts:
           sample: [4]
         nvidia_smi_path:
           description:
-            - The C(nvidia-smi) these facts were read with, or would be read with (O(nvidia_smi_path), or the one found
+            - >-
+              The C(nvidia-smi) these facts were read with, or would be read with (O(nvidia_smi_path), or the one found
               on E(PATH) and in the sbin directories), for a guarded C(nvidia-smi --gpu-reset) to use the same binary.
-            - Null when none is found (then the GPUs were read with NVML, or the verdict is V(unknown)).
+            - "Null when none is found (then the GPUs were read with NVML, or the verdict is V(unknown))."
           type: str
           returned: always
           sample: /usr/bin/nvidia-smi

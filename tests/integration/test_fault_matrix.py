@@ -522,7 +522,7 @@ def test_f16_hanging_nvidia_smi_times_out_and_the_verdict_is_unknown(sim, mode):
     fleet.set_faults(host, hang_s=3600)
     started = time.monotonic()
     run = reset(sim, mode, {"gpu_reset_facts_timeout": 1, "gpu_reset_wait_timeout": 1, "gpu_reset_gpu_holders": True,
-                      "gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 4})
+                            "gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 4})
     assert run.rc == 2 and time.monotonic() - started < 60
     result = outcome(run, host)
     assert result["verdict"] == "unknown", result["message"]
@@ -634,7 +634,7 @@ def test_f22_two_resets_of_one_host_at_once_never_interleave_their_kills(sim, mo
     def reset_only(servers):
         barrier.wait()
         runs[servers] = reset(sim, mode, {"gpu_reset_servers": [servers], "gpu_reset_grace_period": 3,
-                                    "gpu_reset_kill_timeout": 15, "gpu_reset_wait_timeout": 0.5})
+                                          "gpu_reset_kill_timeout": 15, "gpu_reset_wait_timeout": 0.5})
     threads = [threading.Thread(target=reset_only, args=(servers,)) for servers in ("sglang", "vllm")]
     for thread in threads:
         thread.start()

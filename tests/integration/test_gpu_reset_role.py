@@ -106,7 +106,7 @@ def test_proxmox_container_is_reset_through_its_node_only(sim, mode):
     wait_for_gpu_holders(node, 8)
     before = alive(node, "sglang", container="201")
     run = play(mode, RESET, sim.inventory("blackwell", hosts=[node, ct200, ct201]),
-                       {"gpu_reset_expected_gpu_count": 4}, limit=ct200)
+               {"gpu_reset_expected_gpu_count": 4}, limit=ct200)
     assert run.rc == 0, run.stdout
     result = outcome(run, ct200)
     assert result["verdict"] == "clean" and result["container"] == "200"
@@ -227,7 +227,7 @@ def test_gate_writes_junit_and_json_and_fails_on_a_busy_host(sim, mode, tmp_path
     assert len(fingerprint["other_gpu_processes"]) == 8
     assert alive(busy, "sglang::scheduler_TP0"), "the gate must not stop anything"
     run = play(mode, GATE, sim.inventory(hosts=[clean]), {"gpu_gate_junit_path": str(junit),
-                                                            "gpu_gate_report_path": str(report)})
+                                                          "gpu_gate_report_path": str(report)})
     assert run.rc == 0 and json.loads(report.read_text())["clean"] is True
 
 
