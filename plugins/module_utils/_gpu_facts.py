@@ -136,6 +136,16 @@ def read_gpus(request: Request) -> _snapshot.Snapshot:
     return fallback
 
 
+def resettable_gpus(facts: dict[str, t.Any]) -> list[int]:
+    """GPUs a guarded `nvidia-smi --gpu-reset` may act on: memory held by no process and no process with the GPU open
+    (the driver refuses a reset of a GPU in use), when that leaked memory is all that keeps the host from clean."""
+    threshold = facts["idle_threshold_mib"]
+    held = [gpu for gpu in facts["gpus"] if (gpu["memory_used_mib"] or 0) > threshold and not gpu["unattributed"]]
+    if facts["verdict"] != _snapshot.BUSY or held or any(not holder["protected"] for holder in facts["holders"]):
+        return []
+    return [gpu["index"] for gpu in facts["gpus"] if gpu["unattributed"] and not gpu["holder_pids"]]
+
+
 def find_holders(snapshot: _snapshot.Snapshot, table: dict[int, _procfs.Process],
                  minors: dict[int, int], request: Request) -> dict[int, Holder]:
     """Processes the driver lists, plus processes with /dev/nvidia* open."""
@@ -248,7 +258,7 @@ def collect(request: Request) -> dict[str, t.Any]:
     listed = [holder for holder in holders.values() if request.container is None or holder.in_scope
               or in_scope_indexes & set(holder.used_mib)]
     driver = next((gpu.driver_version for gpu in snapshot.gpus if gpu.driver_version), None)
-    return {
+    facts: dict[str, t.Any] = {
         "verdict": judge.verdict,
         "reasons": judge.reasons,
         "backend": snapshot.backend,
@@ -264,7 +274,10 @@ def collect(request: Request) -> dict[str, t.Any]:
         "nvidia_smi_calls": snapshot.invocations,
         "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
         "elapsed_s": round(time.monotonic() - started, 3),
+        "nvidia_smi_path": request.nvidia_smi_path or _subprocess.which("nvidia-smi"),
     }
+    facts["resettable_gpus"] = resettable_gpus(facts)
+    return facts
 
 
 def _judge_count(request: Request, snapshot: _snapshot.Snapshot, gpus: list[_snapshot.GpuRow], judge: Judge) -> None:

@@ -17,9 +17,6 @@ import typing as t
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _kill, _leftovers, _outcome, _subprocess
 
-# The verdict of a read that shows GPU memory held by no process, and nothing else wrong with the host.
-_LEAKED_ONLY = "busy"
-
 
 @dataclasses.dataclass
 class Request:
@@ -44,11 +41,6 @@ def _facts_result(facts: dict[str, t.Any]) -> dict[str, t.Any]:
     return {"changed": False, "ansible_facts": {"gpu_memory": facts}}
 
 
-def _leaked_gpus(facts: dict[str, t.Any]) -> list[int]:
-    """GPUs whose memory no process holds, when nothing else keeps the host from being clean."""
-    if facts["verdict"] != _LEAKED_ONLY or any(not holder["protected"] for holder in facts["holders"]):
-        return []
-    return [gpu["index"] for gpu in facts["gpus"] if gpu["unattributed"]]
 
 
 def _with_ecc_baseline(facts: _gpu_facts.Request, before: dict[str, t.Any]) -> _gpu_facts.Request:
@@ -62,10 +54,10 @@ def _with_ecc_baseline(facts: _gpu_facts.Request, before: dict[str, t.Any]) -> _
 
 def _reset_leaked(request: Request, after: dict[str, t.Any], log: t.Callable[[str], None]) -> dict[str, t.Any]:
     """The guarded `nvidia-smi --gpu-reset` of GPUs whose memory no process holds; skipped when there are none."""
-    leaked = _leaked_gpus(after) if request.reset_leaked_gpus else []
+    leaked = after["resettable_gpus"] if request.reset_leaked_gpus and after["nvidia_smi_path"] else []
     if not leaked:
         return {"skipped": True}
-    smi = _gpu_facts.resolve_nvidia_smi(request.facts.nvidia_smi_path)
+    smi = after["nvidia_smi_path"]
     resets = [_subprocess.run([smi, "--gpu-reset", "-i", str(index)], request.facts.timeout) for index in leaked]
     for index, reset in zip(leaked, resets):
         log(f"gpuops.hygiene.gpu_host_reset: nvidia-smi --gpu-reset -i {index} exited {reset.rc}")

@@ -224,6 +224,27 @@ ansible_facts:
           description: "Seconds the last read took."
           type: float
           returned: always
+        resettable_gpus:
+          description:
+            - >-
+              Indexes of the GPUs a guarded C(nvidia-smi --gpu-reset) may act on (M(gpuops.hygiene.gpu_host_reset) and
+              the role reset these when told to reset leaked GPUs): memory above the threshold that no process holds,
+              no process (not even a protected one) with the GPU open, and nothing else keeping the host from
+              V(clean) (the verdict is V(busy) only because of that leaked memory).
+            - Empty otherwise, for instance while any process holds GPU memory or the verdict is V(unknown).
+          type: list
+          elements: int
+          returned: always
+          sample: [4]
+        nvidia_smi_path:
+          description:
+            - >-
+              The C(nvidia-smi) these facts were read with, or would be read with (O(nvidia_smi_path), or the one found
+              on E(PATH) and in the sbin directories), for a guarded C(nvidia-smi --gpu-reset) to use the same binary.
+            - "Null when none is found (then the GPUs were read with NVML, or the verdict is V(unknown))."
+          type: str
+          returned: always
+          sample: /usr/bin/nvidia-smi
         polls:
           description: "How many times the GPUs were read (more than 1 only with O(wait_for))."
           type: int

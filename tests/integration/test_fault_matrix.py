@@ -19,13 +19,12 @@ from xml.etree import ElementTree
 import pytest
 
 from gpusim import fleet
-from gpusim.testing import (COLLECTIONS, REPO, alive, process_with_pid, processes, run_playbook, syslog,
-                            wait_for_gpu_holders, wait_until)
+from gpusim.testing import (COLLECTIONS, REPO, FrozenWorker, alive, process_with_pid, processes, role_step,
+                            run_playbook, syslog, wait_for_gpu_holders, wait_until)
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 STATUS = os.path.join(REPO, "playbooks", "gpu_status.yml")
 GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
-ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
 TABLE = "Show the summary table"
 KILL = "Stop servers"
 FACTS = "Read GPU memory"
@@ -39,19 +38,25 @@ SENT = re.compile(r"sent (SIG[A-Z0-9]+) to pid (\d+) \((.*)\) started at tick (\
 # --- helpers ------------------------------------------------------------------------------------------
 
 
-def reset(sim, variables=None, playbook=RESET, **options):
-    """The role through one of the fleet playbooks."""
+@pytest.fixture(name="mode", params=["module", "until"])
+def fixture_mode(request):
+    """The role's rows run once per wait mode (gpu_reset_wait_mode): one gpu_host_reset run, or until/retries."""
+    return request.param
+
+
+def reset(sim, mode, variables=None, playbook=RESET, **options):
+    """The role through one of the fleet playbooks, in the given wait mode."""
     inventory = options.pop("inventory", None) or sim.inventory()
-    return run_playbook(playbook, inventory, dict(QUICK, **(variables or {})), **options)
+    return run_playbook(playbook, inventory, dict(QUICK, gpu_reset_wait_mode=mode, **(variables or {})), **options)
 
 
 def outcome(run, host):
     return run.reset_verdict(host)
 
 
-def role_kill(run, host):
-    """The stop step's result inside the role's one module run."""
-    return run.result(ONE_RUN, host)["kill"]
+def role_kill(run, host, mode):
+    """The stop step's result: inside the role's one module run, or its own task in until mode."""
+    return role_step(run, host, mode, "kill")
 
 
 def table(run):
@@ -90,14 +95,14 @@ def has_device_open(host, pid):
 # --- 1-7: stopping process trees -------------------------------------------------------------------------
 
 
-def test_f01_server_exiting_on_sigterm_gets_no_sigkill(sim):
+def test_f01_server_exiting_on_sigterm_gets_no_sigkill(sim, mode):
     host = sim.host()
     server = fleet.start_server(host, "sglang", tp=2)
     wait_for_gpu_holders(host, 2)
-    run = reset(sim, {"gpu_reset_servers": ["sglang"], "gpu_reset_grace_period": 5, "gpu_reset_kill_timeout": 15})
+    run = reset(sim, mode, {"gpu_reset_servers": ["sglang"], "gpu_reset_grace_period": 5, "gpu_reset_kill_timeout": 15})
     assert run.rc == 0, run.stdout
     assert outcome(run, host)["verdict"] == "clean", outcome(run, host)["message"]
-    result = role_kill(run, host)
+    result = role_kill(run, host, mode)
     assert server in pids_of(result["killed"]) and result["survivors"] == []
     assert all(entry["signals"] in ([], ["SIGTERM"]) for entry in result["killed"]), result["killed"]
     sent = sent_signals(host)
@@ -106,14 +111,14 @@ def test_f01_server_exiting_on_sigterm_gets_no_sigkill(sim):
     assert alive(host, "sglang") == []
 
 
-def test_f02_worker_ignoring_or_hanging_on_sigterm_is_killed_after_the_grace_period(sim):
+def test_f02_worker_ignoring_or_hanging_on_sigterm_is_killed_after_the_grace_period(sim, mode):
     host = sim.host()
     fleet.start_server(host, "sglang", tp=2, knobs={"ignore_term": ["worker:1"], "hang_on_term": ["worker:0"]})
     wait_for_gpu_holders(host, 2)
-    run = reset(sim, {"gpu_reset_servers": ["sglang"], "gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 6})
+    run = reset(sim, mode, {"gpu_reset_servers": ["sglang"], "gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 6})
     assert run.rc == 0, run.stdout
     assert outcome(run, host)["verdict"] == "clean", outcome(run, host)["message"]
-    result = role_kill(run, host)
+    result = role_kill(run, host, mode)
     by_name = {entry["name"]: entry for entry in result["killed"]}
     assert by_name["sglang::scheduler_TP0"]["signals"] == ["SIGTERM", "SIGKILL"]  # its SIGTERM handler hangs
     assert by_name["sglang::scheduler_TP1"]["signals"] == ["SIGTERM", "SIGKILL"]  # it ignores SIGTERM
@@ -148,25 +153,25 @@ def test_f03_stopped_target_gets_sigcont_and_exits(sim, playbook):
     assert alive(host, "sglang") == []
 
 
-def test_f04_tp8_tree_is_gone_and_a_second_run_plans_nothing(sim, playbook):
+def test_f04_tp8_tree_is_gone_and_a_second_run_plans_nothing(sim, mode, playbook):
     host = sim.host()
     server = fleet.start_server(host, "sglang", tp=8)
     wait_for_gpu_holders(host, 8)
     tree = {proc.pid for proc in processes(host) if proc.pid == server or proc.ppid == server}
     assert len(tree) == 11  # parent, resource tracker, 8 schedulers, detokenizer
-    run = reset(sim, {"gpu_reset_servers": ["sglang"]})
+    run = reset(sim, mode, {"gpu_reset_servers": ["sglang"]})
     assert run.rc == 0, run.stdout
     result = outcome(run, host)
     assert result["verdict"] == "clean", result["message"]
     assert result["processes_stopped"] == 11 and result["gpus_clean"] == 8 and result["mib_freed"] == 8 * 95944
-    assert pids_of(role_kill(run, host)["killed"]) == tree
+    assert pids_of(role_kill(run, host, mode)["killed"]) == tree
     assert alive(host, "sglang") == [] and not any(fleet.gpu_state(host)["used_mib"].values())
     again, plan = kill(sim, playbook, host, check=True, servers=["all"], gpu_holders=True)
     assert again.rc == 0 and plan["changed"] is False
     assert plan["planned"] == [] and plan["protected"] == []
 
 
-def test_f05_workers_of_a_parent_killed_by_someone_else_are_found(sim):
+def test_f05_workers_of_a_parent_killed_by_someone_else_are_found(sim, mode):
     host = sim.host()
     server = fleet.start_server(host, "sglang", tp=4)
     wait_for_gpu_holders(host, 4)
@@ -174,14 +179,14 @@ def test_f05_workers_of_a_parent_killed_by_someone_else_are_found(sim):
     wait_until(lambda: all(proc.ppid != server for proc in processes(host)), message="workers reparented")
     orphans = alive(host, "sglang::")
     assert len(orphans) == 5 and {proc.ppid for proc in orphans} == {1}
-    run = reset(sim, {"gpu_reset_servers": ["sglang"]})
+    run = reset(sim, mode, {"gpu_reset_servers": ["sglang"]})
     assert run.rc == 0, run.stdout
     assert outcome(run, host)["verdict"] == "clean", outcome(run, host)["message"]
-    assert {proc.pid for proc in orphans} <= pids_of(role_kill(run, host)["killed"])
+    assert {proc.pid for proc in orphans} <= pids_of(role_kill(run, host, mode)["killed"])
     assert alive(host, "sglang") == []
 
 
-def test_f06_double_forked_setsid_child_is_stopped(sim):
+def test_f06_double_forked_setsid_child_is_stopped(sim, mode):
     host = sim.host()
     server = fleet.start_server(host, "sglang", tp=2, knobs={"setsid_child": True})
     wait_for_gpu_holders(host, 3)
@@ -189,34 +194,34 @@ def test_f06_double_forked_setsid_child_is_stopped(sim):
     assert len(helper) == 1 and helper[0].ppid == 1
     sessions = fleet.run(host, ["ps", "-o", "sid=", "-p", f"{server},{helper[0].pid}"]).stdout.split()
     assert len(set(sessions)) == 2, "the helper must be in a session of its own"
-    run = reset(sim, {"gpu_reset_servers": ["sglang"]})
+    run = reset(sim, mode, {"gpu_reset_servers": ["sglang"]})
     assert run.rc == 0, run.stdout
     assert outcome(run, host)["verdict"] == "clean", outcome(run, host)["message"]
-    assert helper[0].pid in pids_of(role_kill(run, host)["killed"])
+    assert helper[0].pid in pids_of(role_kill(run, host, mode)["killed"])
     assert alive(host, "sglang") == [] and fleet.gpu_state(host)["processes"] == []
 
 
-def test_f07_respawn_loop_is_not_clean_and_stop_units_ends_it(sim):
+def test_f07_respawn_loop_is_not_clean_and_stop_units_ends_it(sim, mode):
     host = sim.host()
     argv = ["python3", "-m", "sglang.launch_server", "--tp", "2", "--port", "30000"]
     fleet.start_unit(host, "sglang.service", argv, restart_s=0.2, knobs={"mib": 4096})
     wait_for_gpu_holders(host, 2)
     first = alive(host, "sglang.launch_server")[0].pid
-    run = reset(sim, {"gpu_reset_servers": ["sglang"], "gpu_reset_wait_timeout": 1})
+    run = reset(sim, mode, {"gpu_reset_servers": ["sglang"], "gpu_reset_wait_timeout": 1})
     assert run.rc == 2
     result = outcome(run, host)
     assert result["verdict"] == "busy", result["message"]
     assert any("came back after the stop: something restarts it" in reason for reason in result["reasons"])
-    kill_result = role_kill(run, host)
+    kill_result = role_kill(run, host, mode)
     assert first in pids_of(kill_result["killed"]) and kill_result["respawned"]
     assert kill_result["restarters"][0]["unit"] == "sglang.service"
     assert kill_result["restarters"][0]["action"].startswith("reported")
     assert wait_until(lambda: alive(host, "sglang.launch_server"), message="the unit restarts the server")
 
-    run = reset(sim, {"gpu_reset_servers": ["sglang"], "gpu_reset_stop_units": True})
+    run = reset(sim, mode, {"gpu_reset_servers": ["sglang"], "gpu_reset_stop_units": True})
     assert run.rc == 0, run.stdout
     assert outcome(run, host)["verdict"] == "clean", outcome(run, host)["message"]
-    kill_result = role_kill(run, host)
+    kill_result = role_kill(run, host, mode)
     assert kill_result["restarters"][0]["action"] == "stopped with systemctl stop"
     assert kill_result["respawned"] == []
     time.sleep(1.0)  # five times the unit's restart delay: nothing may come back
@@ -338,7 +343,7 @@ def test_f09_pattern_in_own_argv_under_sudo_kills_no_ancestor(sim, playbook):
     assert ancestors.isdisjoint(pid for _name, pid in sent_signals(host))
 
 
-def test_f10_log_tail_and_editor_mentioning_the_engines_survive(sim):
+def test_f10_log_tail_and_editor_mentioning_the_engines_survive(sim, mode):
     host = sim.host()
     fleet.run(host, ["sh", "-c", "echo started > /tmp/vllm.log; echo notes > /tmp/sglang_notes.txt"])
     tail = fleet.start_detached(host, ["tail", "-f", "/tmp/vllm.log"])
@@ -348,10 +353,10 @@ def test_f10_log_tail_and_editor_mentioning_the_engines_survive(sim):
     fleet.start_server(host, "sglang", tp=2)
     fleet.start_server(host, "vllm", tp=2, port=8000)
     wait_for_gpu_holders(host, 4)
-    run = reset(sim, {"gpu_reset_patterns": ["vllm", "sglang"]})
+    run = reset(sim, mode, {"gpu_reset_patterns": ["vllm", "sglang"]})
     assert run.rc == 0, run.stdout
     assert outcome(run, host)["verdict"] == "clean", outcome(run, host)["message"]
-    result = role_kill(run, host)
+    result = role_kill(run, host, mode)
     bystanders = {tail, vim, tmux}
     assert bystanders.isdisjoint(pids_of(result["killed"]) | pids_of(result["planned"]))
     assert bystanders <= {proc.pid for proc in processes(host)}
@@ -414,15 +419,11 @@ def test_f11_zombie_is_not_reported_as_stopped_on_every_run(sim, playbook):
     assert ("SIGTERM", zombie) not in sent_signals(host)
 
 
-def test_f12_d_state_holder_is_unkillable_in_bounded_time_and_not_clean(sim):
+def test_f12_d_state_holder_is_unkillable_in_bounded_time_and_not_clean(sim, mode):
     host = sim.host()
-    fleet.start_server(host, "sglang", tp=2)
-    wait_for_gpu_holders(host, 2)
-    worker = alive(host, "sglang::scheduler_TP0")[0].pid
-    fleet.freeze(host, [worker])
-    try:
+    with FrozenWorker(host) as worker:
         started = time.monotonic()
-        run = reset(sim, {"gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 3, "gpu_reset_wait_timeout": 1})
+        run = reset(sim, mode, {"gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 3, "gpu_reset_wait_timeout": 1})
         elapsed = time.monotonic() - started
         assert run.rc == 2 and elapsed < 60
         result = outcome(run, host)
@@ -430,16 +431,14 @@ def test_f12_d_state_holder_is_unkillable_in_bounded_time_and_not_clean(sim):
         assert any(f"pid {worker} (sglang::scheduler_TP0) in the host is in uninterruptible sleep (state D" in reason
                    for reason in result["reasons"]), result["reasons"]
         assert any(f"pid {worker} (sglang::scheduler_TP0) survived: unkillable" in reason for reason in result["reasons"])
-        kill_result = role_kill(run, host)
+        kill_result = role_kill(run, host, mode)
         assert [(entry["pid"], entry["state"]) for entry in kill_result["survivors"]] == [(worker, "D")]
         assert kill_result["survivors"][0]["signals"] == ["SIGTERM", "SIGKILL"]
         assert kill_result["elapsed_s"] <= 3.5
         assert f"{host}: NOT CLEAN: " in run.result("Fail when the host is not clean", host)["msg"]
-    finally:
-        fleet.thaw(host)
 
 
-def test_f13_persistenced_and_dcgm_exporter_are_spared_and_the_host_is_clean(sim):
+def test_f13_persistenced_and_dcgm_exporter_are_spared_and_the_host_is_clean(sim, mode):
     host = sim.host()
     infrastructure = {
         fleet.start_holder(host, "/usr/bin/nvidia-persistenced --user nvidia-persistenced", gpus=range(8),
@@ -451,11 +450,11 @@ def test_f13_persistenced_and_dcgm_exporter_are_spared_and_the_host_is_clean(sim
     wait_for_gpu_holders(host, 1)
     for pid in infrastructure:
         wait_until(lambda pid=pid: has_device_open(host, pid), message=f"pid {pid} opens the GPUs")
-    run = reset(sim, {"gpu_reset_gpu_holders": True})
+    run = reset(sim, mode, {"gpu_reset_gpu_holders": True})
     assert run.rc == 0, run.stdout
     result = outcome(run, host)
     assert result["verdict"] == "clean", result["message"]
-    kill_result = role_kill(run, host)
+    kill_result = role_kill(run, host, mode)
     assert pids_of(kill_result["killed"]) == {job}
     assert {entry["pid"]: entry["reason"] for entry in kill_result["protected"]} == \
         {pid: "protected GPU infrastructure" for pid in infrastructure}
@@ -518,19 +517,19 @@ def test_f15_eperm_on_signal_is_reported_per_process(sim, playbook):
 # --- 16-18: GPUs that do not answer, or answer badly -------------------------------------------------------
 
 
-def test_f16_hanging_nvidia_smi_times_out_and_the_verdict_is_unknown(sim):
+def test_f16_hanging_nvidia_smi_times_out_and_the_verdict_is_unknown(sim, mode):
     host = sim.host()
     fleet.set_faults(host, hang_s=3600)
     started = time.monotonic()
-    run = reset(sim, {"gpu_reset_facts_timeout": 1, "gpu_reset_wait_timeout": 1, "gpu_reset_gpu_holders": True,
-                      "gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 4})
+    run = reset(sim, mode, {"gpu_reset_facts_timeout": 1, "gpu_reset_wait_timeout": 1, "gpu_reset_gpu_holders": True,
+                            "gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 4})
     assert run.rc == 2 and time.monotonic() - started < 60
     result = outcome(run, host)
     assert result["verdict"] == "unknown", result["message"]
     assert any("did not answer the GPU query within the timeout" in reason for reason in result["reasons"])
-    before = run.result(ONE_RUN, host)["before"]["ansible_facts"]["gpu_memory"]
+    before = role_step(run, host, mode, "before")["ansible_facts"]["gpu_memory"]
     assert before["verdict"] == "unknown" and before["elapsed_s"] < 2.5
-    kill_result = role_kill(run, host)  # gpu_holders reads nvidia-smi too: bounded, and said
+    kill_result = role_kill(run, host, mode)  # gpu_holders reads nvidia-smi too: bounded, and said
     assert kill_result["elapsed_s"] < 4
     assert any(note.startswith("GPU holders are known from /dev/nvidia* only") for note in kill_result["notes"])
     assert fleet.host_pids(host, "nvidia-smi") == [], "hung nvidia-smi calls were left running"
@@ -541,10 +540,10 @@ def test_f16_hanging_nvidia_smi_times_out_and_the_verdict_is_unknown(sim):
     ({"lost_gpus": [2]}, "GPU 0000:3A:00.0 does not answer (Unknown Error): it may have fallen off the bus"),
     ({"missing_gpus": [5]}, "expected 8 GPUs, nvidia-smi listed 7"),
 ], ids=["driver_not_loaded", "gpu_off_the_bus", "gpu_missing"])
-def test_f17_driver_or_gpu_trouble_is_unknown_never_clean(sim, fault, reason):
+def test_f17_driver_or_gpu_trouble_is_unknown_never_clean(sim, mode, fault, reason):
     host = sim.host()
     fleet.set_faults(host, **fault)
-    run = reset(sim, {"gpu_reset_wait_timeout": 0.5})
+    run = reset(sim, mode, {"gpu_reset_wait_timeout": 0.5})
     assert run.rc == 2
     result = outcome(run, host)
     assert result["verdict"] == "unknown", result["message"]
@@ -553,10 +552,10 @@ def test_f17_driver_or_gpu_trouble_is_unknown_never_clean(sim, fault, reason):
     assert table(run)[1].split()[:2] == [host, "unknown"]
 
 
-def test_f18_leaked_memory_without_a_holder_is_busy_and_a_reset_is_suggested(sim):
+def test_f18_leaked_memory_without_a_holder_is_busy_and_a_reset_is_suggested(sim, mode):
     host = sim.host()
     fleet.leak(host, gpu=4, mib=2048)
-    run = reset(sim, {"gpu_reset_wait_timeout": 0.5})
+    run = reset(sim, mode, {"gpu_reset_wait_timeout": 0.5})
     assert run.rc == 2
     result = outcome(run, host)
     assert result["verdict"] == "busy"
@@ -581,17 +580,17 @@ def test_f19_nothing_to_kill_in_check_mode_changes_nothing(sim, playbook):
     assert "sent SIG" not in syslog(host)
 
 
-def test_f20_mig_idle_baseline_is_clean_at_its_threshold_and_busy_below_it(sim):
+def test_f20_mig_idle_baseline_is_clean_at_its_threshold_and_busy_below_it(sim, mode):
     hosts = {sim.host("a", profile="h100-mig"): (59, 479), sim.host("b", profile="h200-mig"): (55, 614)}
-    run = reset(sim, {"gpu_reset_idle_threshold_mib": 64}, playbook=STATUS)
+    run = reset(sim, mode, {"gpu_reset_idle_threshold_mib": 64}, playbook=STATUS)
     assert run.rc == 0, run.stdout
     for host, (baseline, reserved) in hosts.items():
         result = outcome(run, host)
         assert result["verdict"] == "clean", result["message"]
         assert {gpu["after_mib"] for gpu in result["gpus"]} == {baseline}
-        gpus = run.result(ONE_RUN, host)["before"]["ansible_facts"]["gpu_memory"]["gpus"]
+        gpus = role_step(run, host, mode, "before")["ansible_facts"]["gpu_memory"]["gpus"]
         assert {(gpu["memory_reserved_mib"], gpu["mig_mode"]) for gpu in gpus} == {(reserved, "Enabled")}
-    strict = reset(sim, {"gpu_reset_idle_threshold_mib": 50, "gpu_status_fail": True}, playbook=STATUS)
+    strict = reset(sim, mode, {"gpu_reset_idle_threshold_mib": 50, "gpu_status_fail": True}, playbook=STATUS)
     assert strict.rc == 2
     for host, (baseline, _reserved) in hosts.items():
         result = outcome(strict, host)
@@ -599,12 +598,12 @@ def test_f20_mig_idle_baseline_is_clean_at_its_threshold_and_busy_below_it(sim):
         assert all(f"{baseline} MiB used by no process" in reason for reason in result["reasons"])
 
 
-def test_f21_unreachable_host_is_named_the_others_finish_and_the_gate_fails(sim, tmp_path):
+def test_f21_unreachable_host_is_named_the_others_finish_and_the_gate_fails(sim, mode, tmp_path):
     first, second = sim.host("a"), sim.host("b")
     inventory = sim.inventory() + "        ghost01:\n          ansible_connection: \"gpusim\"\n" \
         "          gpusim_host: \"ghost01-does-not-exist\"\n"
     junit, report = tmp_path / "gate.xml", tmp_path / "gate.json"
-    run = reset(sim, {"gpu_gate_junit_path": str(junit), "gpu_gate_report_path": str(report)}, playbook=GATE,
+    run = reset(sim, mode, {"gpu_gate_junit_path": str(junit), "gpu_gate_report_path": str(report)}, playbook=GATE,
                 inventory=inventory)
     assert run.rc != 0
     for host in (first, second):
@@ -623,7 +622,7 @@ def test_f21_unreachable_host_is_named_the_others_finish_and_the_gate_fails(sim,
         {"ghost01": "unreachable", first: "clean", second: "clean"}
 
 
-def test_f22_two_resets_of_one_host_at_once_never_interleave_their_kills(sim):
+def test_f22_two_resets_of_one_host_at_once_never_interleave_their_kills(sim, mode):
     """Two reset_gpus.yml runs against one host, each stopping a different server that needs the grace period."""
     host = sim.host()
     fleet.start_server(host, "sglang", tp=2, knobs={"ignore_term": ["worker:1"], "mib": 4096})
@@ -634,14 +633,14 @@ def test_f22_two_resets_of_one_host_at_once_never_interleave_their_kills(sim):
 
     def reset_only(servers):
         barrier.wait()
-        runs[servers] = reset(sim, {"gpu_reset_servers": [servers], "gpu_reset_grace_period": 3,
-                                    "gpu_reset_kill_timeout": 15, "gpu_reset_wait_timeout": 0.5})
+        runs[servers] = reset(sim, mode, {"gpu_reset_servers": [servers], "gpu_reset_grace_period": 3,
+                                          "gpu_reset_kill_timeout": 15, "gpu_reset_wait_timeout": 0.5})
     threads = [threading.Thread(target=reset_only, args=(servers,)) for servers in ("sglang", "vllm")]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(120)
-    results = {servers: role_kill(run, host) for servers, run in runs.items()}
+    results = {servers: role_kill(run, host, mode) for servers, run in runs.items()}
     refused = [servers for servers, result in results.items() if result.get("failed")]
     for servers in refused:  # the documented alternative: the second run fails fast, saying why
         assert results[servers]["msg"].startswith("another inference_server_kill is stopping processes on this host")

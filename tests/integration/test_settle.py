@@ -12,12 +12,10 @@ import os
 import pytest
 
 from gpusim import fleet
-from gpusim.testing import REPO, alive, run_playbook, wait_for_gpu_holders
+from gpusim.testing import (REPO, ROLE_ONE_RUN, ROLE_STEPS, FrozenWorker, alive, role_step, run_playbook,
+                            wait_for_gpu_holders)
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
-ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
-UNTIL = "gpuops.hygiene.gpu_reset : Wait until every GPU is free (until and retries)"
-KILL_STEP = "gpuops.hygiene.gpu_reset : Stop the inference servers"
 MODES = ["module", "until"]
 SETTLED = {"gpu_reset_wait_timeout": 60, "gpu_reset_settle_window": 1}
 
@@ -31,17 +29,15 @@ def reset(sim, mode, variables=None, limit="all"):
 
 def wait_facts(run, mode, host):
     """The last read of the wait, and how many reads the wait took."""
+    facts = role_step(run, host, mode, "after")["ansible_facts"]["gpu_memory"]
     if mode == "module":
-        result = run.result(ONE_RUN, host)
-        facts = result["after"]["ansible_facts"]["gpu_memory"]
-        assert result["settled_because"] == facts["settled_because"]
+        assert run.result(ROLE_ONE_RUN, host)["settled_because"] == facts["settled_because"]
         return facts, facts["polls"]
-    result = run.result(UNTIL, host)
-    return result["ansible_facts"]["gpu_memory"], result.get("attempts", 1)
+    return facts, run.result(ROLE_STEPS["wait"], host).get("attempts", 1)
 
 
 def stop_step(run, mode, host):
-    return run.result(ONE_RUN, host)["kill"] if mode == "module" else run.result(KILL_STEP, host)
+    return role_step(run, host, mode, "kill")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -111,11 +107,7 @@ def test_r04_gpu_held_by_another_container_settles_out_of_scope(sim, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_r05_d_state_holder_gets_sigkill_early_and_settles_unkillable(sim, mode):
     host = sim.host()
-    fleet.start_server(host, "sglang", tp=2)
-    wait_for_gpu_holders(host, 2)
-    worker = alive(host, "sglang::scheduler_TP0")[0].pid
-    fleet.freeze(host, [worker])
-    try:
+    with FrozenWorker(host) as worker:
         run = reset(sim, mode)  # the SGLang preset's grace period (10 s) and kill timeout (40 s)
         facts, _polls = wait_facts(run, mode, host)
         assert facts["verdict"] == "busy"
@@ -127,8 +119,6 @@ def test_r05_d_state_holder_gets_sigkill_early_and_settles_unkillable(sim, mode)
         assert survivors[0]["reason"].startswith("unkillable: in uninterruptible sleep (state D, wchan ")
         assert " s after SIGKILL" in survivors[0]["reason"]
         assert stop_step(run, mode, host)["elapsed_s"] < 40
-    finally:
-        fleet.thaw(host)
 
 
 @pytest.mark.parametrize("mode", MODES)

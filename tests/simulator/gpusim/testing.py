@@ -209,3 +209,59 @@ def syslog(host: str, container: str | None = None) -> str:
             return handle.read()
     except FileNotFoundError:
         return ""
+
+
+class FrozenWorker:
+    """A server whose first worker sits in uninterruptible sleep (state D, cgroup freezer): SIGKILL stays pending.
+
+    `with FrozenWorker(host) as worker:` starts an SGLang server with TP 2 on the host, waits until both workers hold
+    their GPU, freezes the worker sglang::scheduler_TP0 and gives its PID; the host is thawed on the way out.
+    """
+
+    def __init__(self, host: str, tp: int = 2) -> None:
+        self.host, self.tp = host, tp
+
+    def __enter__(self) -> int:
+        fleet.start_server(self.host, "sglang", tp=self.tp)
+        wait_for_gpu_holders(self.host, self.tp)
+        worker = alive(self.host, "sglang::scheduler_TP0")[0].pid
+        fleet.freeze(self.host, [worker])
+        return worker
+
+    def __exit__(self, *_exc_info) -> None:
+        fleet.thaw(self.host)
+
+
+# Where each step of the gpu_reset role leaves its result, per wait mode (gpu_reset_wait_mode): inside the one
+# gpu_host_reset run (module), or as a task of the step-by-step path (until).
+_ROLE = "gpuops.hygiene.gpu_reset : "
+ROLE_ONE_RUN = _ROLE + "Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
+ROLE_STEPS = {
+    "before": _ROLE + "Read the GPUs before the reset",
+    "kill": _ROLE + "Stop the inference servers",
+    "wait": _ROLE + "Wait until every GPU is free (until and retries)",
+    "gpu_reset": _ROLE + "Reset GPUs whose memory no process holds",
+    "after_gpu_reset": _ROLE + "Read the GPUs again after the GPU reset",
+    "leftovers": _ROLE + "Check the server ports and remove stale shared memory",
+}
+
+
+def role_step(run: PlaybookRun, host: str, mode: str, step: str) -> dict:
+    """One step's result of the gpu_reset role in either wait mode: before, kill, after, gpu_reset or leftovers.
+
+    `after` is the last GPU read (the wait's, or the one after a guarded GPU reset); the facts steps are given as a
+    registered gpu_memory_facts result ({"ansible_facts": {"gpu_memory": ...}}), or {"skipped": True}; gpu_reset
+    lists each nvidia-smi run as item, rc, stdout and stderr.
+    """
+    if mode == "module":
+        return run.result(ROLE_ONE_RUN, host)[step]
+    if step == "after":
+        step = "wait" if run.status(ROLE_STEPS["after_gpu_reset"], host) == "skipped" else "after_gpu_reset"
+    result = run.result(ROLE_STEPS[step], host)
+    # A loop over no GPU (nothing resettable) runs no nvidia-smi, as gpu_host_reset skips its reset.
+    if run.status(ROLE_STEPS[step], host) == "skipped" or (step == "gpu_reset" and not result.get("results")):
+        return {"skipped": True}
+    if step == "gpu_reset":
+        return {"changed": result["changed"], "results": [
+            {key: entry[key] for key in ("item", "rc", "stdout", "stderr")} for entry in result["results"]]}
+    return result

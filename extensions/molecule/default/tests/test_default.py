@@ -1,5 +1,8 @@
 """Scenario default: after gpuops.hygiene.gpu_reset both Blackwell hosts are clean, and what is not a server lives on.
 
+molbw1 was reset in the wait mode `module` (one gpu_host_reset run) and molbw2 in the wait mode `until` (the
+step-by-step modules with until/retries): each test runs on both, so each checks both modes.
+
 Every command runs inside the simulated host: the connection gpusim is not one testinfra knows, so its ansible
 backend runs each command through `ansible -m shell` with the scenario inventory (about 2 s a call). One call per host
 gathers everything the tests look at.
@@ -48,6 +51,13 @@ def live_processes(snapshot):
             continue
         found.append((int(pid), command))
     return found
+
+
+def test_the_host_was_reset_in_its_own_wait_mode(host):
+    # One host per mode (inventory.yml): every test below checks the outcome of each mode.
+    modes = {"molbw1": "module", "molbw2": "until"}
+    variables = host.backend.get_variables()
+    assert variables["gpu_reset_wait_mode"] == modes[variables["gpusim_host"]]
 
 
 def test_commands_run_inside_the_simulated_host(host, snapshot):

@@ -10,7 +10,7 @@ import uuid
 
 from gpusim.profiles import gpu_identities
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _host_reset, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs
 from ansible_collections.gpuops.hygiene.plugins.modules import gpu_host_reset
 
 
@@ -67,11 +67,3 @@ def test_every_part_is_validated_before_anything_runs(run_module):
     ]:
         result = run_module(gpu_host_reset.main, dict(args, nvidia_smi_path="/nonexistent/nvidia-smi"))
         assert result["failed"] is True and result["msg"].startswith(message), result
-
-
-def test_leaked_gpus_only_when_nothing_else_is_wrong():
-    leaked = {"verdict": "busy", "holders": [{"protected": True}],
-              "gpus": [{"index": 0, "unattributed": False}, {"index": 5, "unattributed": True}]}
-    assert _host_reset._leaked_gpus(leaked) == [5]  # pylint: disable=protected-access
-    assert _host_reset._leaked_gpus(dict(leaked, holders=[{"protected": False}])) == []  # pylint: disable=protected-access
-    assert _host_reset._leaked_gpus(dict(leaked, verdict="unknown")) == []  # pylint: disable=protected-access
