@@ -42,16 +42,6 @@ def _wait(condition, timeout=5.0):
         time.sleep(0.01)
 
 
-def test_kernel_threads_are_known_by_their_flag_only():
-    kthreadd = _procfs.read_process(2)
-    if kthreadd is None or not kthreadd.flags & _procfs.PF_KTHREAD:
-        pytest.skip("this test runs in a PID namespace without kernel threads")
-    assert kthreadd.is_kernel_thread
-    this = _procfs.read_process(os.getpid())
-    assert not this.is_kernel_thread
-    assert not _procfs.Process(**dict(this.__dict__, pid=2, ppid=0)).is_kernel_thread
-
-
 MAIN_THREAD_EXITS = """
     import ctypes, threading, time
     def work():
@@ -74,7 +64,7 @@ def test_a_process_whose_main_thread_exited_is_read_through_a_live_thread(childr
     assert exe == os.path.realpath(sys.executable) and layout == process.layout
 
 
-def test_a_plain_zombie_is_still_a_zombie(children):
+def test_a_plain_zombie_is_still_a_zombie(children, proc_view):
     parent = children("""
         import os, time
         if os.fork() == 0:
@@ -83,9 +73,8 @@ def test_a_plain_zombie_is_still_a_zombie(children):
         time.sleep(60)
     """)
     zombie = []
-    _wait(lambda: zombie.extend(pid for pid in _procfs.pids() if _procfs.read_process(pid) is not None
-                                and _procfs.read_process(pid).ppid == parent.pid
-                                and _procfs.read_process(pid).state == "Z") or zombie)
+    _wait(lambda: zombie.extend(pid for pid, process in _procfs.scan(proc_view.add_tree(parent.pid)).items()
+                                if process.ppid == parent.pid and process.state == "Z") or zombie)
     process = _procfs.read_process(zombie[0])
     assert process.state == "Z" and not process.main_thread_exited and process.argv == ()
     assert _procfs.program_identity(zombie[0]) is None
