@@ -55,6 +55,8 @@ MAIN_THREAD_EXITS = """
 def test_a_process_whose_main_thread_exited_is_read_through_a_live_thread(children):
     child = children(MAIN_THREAD_EXITS, "gpuops-main-thread-exited")
     _wait(lambda: _procfs.parse_stat(open(f"/proc/{child.pid}/stat").read())["state"] == "Z")
+    # The live thread may still be on its way into time.sleep (R) on a loaded machine.
+    _wait(lambda: _procfs.read_process(child.pid).state == "S")
     process = _procfs.read_process(child.pid)
     assert process.main_thread_exited and process.state == "S" and process.threads == 2
     assert process.argv[-1] == "gpuops-main-thread-exited"
