@@ -222,7 +222,26 @@ def save_json(path: str, data: object) -> None:
     os.rename(path + ".tmp", path)
 
 
-def fake_nvml() -> None:
+def put_file(host: str, path: str, text: str, container: str | None = None) -> None:
+    """Write a file inside a simulated host (or one of its containers)."""
+    fleet.run(host, ["sh", "-c", f"cat > {path}"], input=text, container=container)
+
+
+def read_host_json(host: str, path: str, container: str | None = None) -> object:
+    """A JSON file inside a simulated host, or None while it does not exist yet (see save_json)."""
+    text = fleet.run(host, ["cat", path], check=False, container=container).stdout
+    return json.loads(text) if text else None
+
+
+def nvml_environment(*libraries: str, binding: bool = True) -> dict:
+    """The environment of a program inside a simulated host that loads the fake libnvidia-ml (see build_fake_nvml),
+    the nvidia-ml-py binding when `binding`, and more libraries published under the hosts' lib directory."""
+    python_path = [paths.INSIDE_LIB] + ([paths.INSIDE_LIB + "/nvml/python"] if binding else [])
+    libs = [f"{paths.INSIDE_LIB}/{name}" for name in (*libraries, "nvml")]
+    return dict(fleet.INSIDE_ENV, PYTHONPATH=":".join(python_path), LD_LIBRARY_PATH=":".join(libs))
+
+
+def build_fake_nvml() -> None:
     """Build the simulator's fake libnvidia-ml.so.1 and the binding where every simulated host sees them, or skip."""
     import pytest  # pylint: disable=import-outside-toplevel
     from gpusim import nvml  # pylint: disable=import-outside-toplevel

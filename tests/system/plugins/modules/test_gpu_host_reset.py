@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 import uuid
 
 from gpusim.profiles import gpu_identities
+from gpusim.testing import start_sleeper, stop
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs
 from ansible_collections.gpuops.hygiene.plugins.modules import gpu_host_reset
 
 
@@ -39,12 +37,8 @@ def test_the_verdict_names_the_host_and_why_it_is_not_clean(run_module, static_s
 
 def test_check_mode_plans_the_stop_and_waits_for_nothing(run_module, static_smi):
     token = f"gpuops-host-reset-{uuid.uuid4().hex[:12]}"
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", token])
+    child = start_sleeper(token)
     try:
-        deadline = time.monotonic() + 5
-        while "time.sleep" not in getattr(_procfs.read_process(child.pid), "cmdline", ""):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
         smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8)})
         started = time.monotonic()
         result = run_module(gpu_host_reset.main, {"nvidia_smi_path": smi, "backend": "nvidia_smi", "servers": [],
@@ -53,5 +47,4 @@ def test_check_mode_plans_the_stop_and_waits_for_nothing(run_module, static_smi)
         assert result["check_mode"] is True and result["after"] == {"skipped": True}
         assert [entry["pid"] for entry in result["kill"]["planned"]] == [child.pid] and child.poll() is None
     finally:
-        child.kill()
-        child.wait()
+        stop([child])

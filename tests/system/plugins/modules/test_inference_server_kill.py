@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 import uuid
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs
+from gpusim.testing import start_sleeper, stop
+
 from ansible_collections.gpuops.hygiene.plugins.modules import inference_server_kill
 
 
-def _sleeper():
-    token = f"gpuops-module-{uuid.uuid4().hex[:12]}"
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", token])
-    deadline = time.monotonic() + 5
-    while "time.sleep" not in getattr(_procfs.read_process(child.pid), "cmdline", ""):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    return child, token
-
-
 def test_check_mode_then_for_real_then_nothing_left(run_module):
-    child, token = _sleeper()
+    token = f"gpuops-module-{uuid.uuid4().hex[:12]}"
+    child = start_sleeper(token)
     try:
         planned = run_module(inference_server_kill.main, {"patterns": [token], "_ansible_check_mode": True})
         assert planned["changed"] is True and [entry["pid"] for entry in planned["planned"]] == [child.pid]
@@ -33,6 +22,4 @@ def test_check_mode_then_for_real_then_nothing_left(run_module):
         again = run_module(inference_server_kill.main, {"patterns": [token], "grace_period": 2, "timeout": 5})
         assert again["changed"] is False and again["planned"] == again["killed"] == []
     finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
+        stop([child])

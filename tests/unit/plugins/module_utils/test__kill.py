@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from gpusim.testing import start_sleeper, stop
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
@@ -23,30 +24,16 @@ def token():
 
 @pytest.fixture
 def spawn(proc_view):
-    """Start a child of the test; the proc view shows it (and what it starts, through view.add_tree)."""
+    """Start a child of the test (a sleeper with a token, or any argv); the proc view shows it."""
     children = []
 
     def start(*argv: str, **kwargs) -> subprocess.Popen:
-        child = subprocess.Popen(list(argv), **kwargs)
+        child = start_sleeper(*argv) if len(argv) == 1 else subprocess.Popen(list(argv), **kwargs)
         children.append(child)
         proc_view.add(child.pid)
         return child
     yield start
-    for child in children:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-
-
-def sleeper(token: str) -> list[str]:
-    return [sys.executable, "-c", "import time; time.sleep(120)", token]
-
-
-def wait_visible(pid: int) -> None:
-    deadline = time.monotonic() + 5
-    while _procfs.read_process(pid) is None or "time.sleep" not in _procfs.read_process(pid).cmdline:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    stop(children)
 
 
 @pytest.mark.parametrize("options, message", [
@@ -83,8 +70,7 @@ def test_defaults_follow_the_presets():
 
 
 def test_plan_selects_by_pattern_and_protects_this_process(spawn, token, proc_view):
-    child = spawn(*sleeper(token))
-    wait_visible(child.pid)
+    child = spawn(token)
     request = _kill.Request(patterns=(token,), check_mode=True, proc=proc_view.path)
     request.resolve()
     table = _procfs.scan(proc_view.path)
@@ -97,8 +83,7 @@ def test_plan_selects_by_pattern_and_protects_this_process(spawn, token, proc_vi
 
 
 def test_check_mode_plans_and_sends_nothing(spawn, token, proc_view):
-    child = spawn(*sleeper(token))
-    wait_visible(child.pid)
+    child = spawn(token)
     result = _kill.run(_kill.Request(patterns=(token,), check_mode=True, proc=proc_view.path), lambda message: None)
     assert result["changed"] is True and [entry["pid"] for entry in result["planned"]] == [child.pid]
     assert result["killed"] == [] and child.poll() is None
@@ -123,8 +108,7 @@ def test_stops_a_tree_and_logs_every_signal(spawn, token, proc_view):
 
 
 def test_a_pinned_process_is_signalled_through_its_pidfd(spawn, token, proc_view):
-    target = spawn(*sleeper(token))
-    wait_visible(target.pid)
+    target = spawn(token)
     request = _kill.Request(patterns=(token,), grace_period=1, timeout=3, proc=proc_view.path)
     request.resolve()
     planned = _kill.plan(request, _procfs.scan(proc_view.path), _kill.Selector(request))
@@ -138,8 +122,7 @@ def test_a_pinned_process_is_signalled_through_its_pidfd(spawn, token, proc_view
 
 
 def test_a_stopped_process_gets_sigcont_with_the_signal(spawn, token, proc_view):
-    target = spawn(*sleeper(token))
-    wait_visible(target.pid)
+    target = spawn(token)
     os.kill(target.pid, 19)  # SIGSTOP
     deadline = time.monotonic() + 5
     while _procfs.state_of(target.pid, proc_view.path) != "T":

@@ -7,9 +7,9 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
+from gpusim.testing import wait_until
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs
 
@@ -35,11 +35,8 @@ def children():
         child.wait()
 
 
-def _wait(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+def _wait(condition):
+    wait_until(condition, timeout=5.0, interval=0.01)
 
 
 MAIN_THREAD_EXITS = """
