@@ -182,7 +182,7 @@ def test_p05_gpu_holder_whose_main_thread_exited_is_named_and_stoppable(sim, pla
 # When L has exited, H reaps it and makes L's PID the next one (ns_last_pid) for an innocent I, which forks C:
 # C's PPID is the number L released.
 PARENT_REUSED = r'''
-import os, signal, sys, time
+import json, os, signal, sys, time
 from gpusim.testing import save_json
 out = sys.argv[1]
 
@@ -210,13 +210,12 @@ if innocent == 0:
     child = os.fork()
     if child == 0:
         os.execvp("sleep", ["sleep", "3601"])
-    with open(out + ".child", "w", encoding="ascii") as handle:
-        handle.write(str(child))
+    save_json(out + ".child", child)
     os.execvp("sleep", ["sleep", "3602"])
 while not os.path.exists(out + ".child"):
     time.sleep(0.001)
 with open(out + ".child", encoding="ascii") as handle:
-    save({"leader": leader, "worker": worker, "innocent": innocent, "child": int(handle.read())})
+    save({"leader": leader, "worker": worker, "innocent": innocent, "child": json.load(handle)})
 while True:
     time.sleep(3600)
 '''
@@ -228,7 +227,9 @@ def test_p06_child_of_a_process_that_reused_an_exited_leaders_pid_is_not_a_membe
     fleet.start_detached(host, ["python3", "/tmp/parent_reused.py", "/tmp/parent_reused.json"])
     wait_until(lambda: read_host_json(host, "/tmp/parent_reused.json"), message="helper ready")
     run, result = kill(sim, playbook, host, patterns=["proc-p06-server"], grace_period=2, timeout=8)
-    swap = read_host_json(host, "/tmp/parent_reused.json")
+    # The helper hands the PID over once it has reaped the stopped leader: that may finish just after the run.
+    swap = wait_until(lambda: read_host_json(host, "/tmp/parent_reused.json").get("child") and
+                      read_host_json(host, "/tmp/parent_reused.json"), timeout=10, message="the helper's PID swap")
     if swap.get("innocent") != swap["leader"]:
         pytest.fail(f"the innocent did not get the leader's PID: {swap}")
     child = [proc for proc in processes(host) if proc.pid == swap["child"]]

@@ -100,6 +100,10 @@ if sys.platform.startswith("linux"):
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+def pytest_unconfigure(config):  # pylint: disable=unused-argument
+    os.unlink(GUARD.record)
+
+
 def _reap_orphans() -> None:
     """Orphans of this test were reparented here (subreaper): collect them so no zombie outlives its test."""
     while True:
@@ -115,6 +119,7 @@ def _reap_orphans() -> None:
 def machine_guard():
     """Fail a unit test that read a process it did not start or opened /dev/nvidia*."""
     GUARD.take()
+    GUARD.known.clear()  # a PID of an earlier test may belong to another process by now
     GUARD.active = True
     try:
         yield GUARD
