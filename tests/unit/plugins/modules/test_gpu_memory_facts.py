@@ -12,6 +12,7 @@ from ansible_collections.gpuops.hygiene.plugins.modules import gpu_memory_facts
 def eight_gpus():
     return gpu_identities("unit", 8)
 
+
 def test_bad_arguments_fail(run_module, static_smi):
     smi = static_smi({"profile": "h200", "gpus": eight_gpus()})
     for args, message in [
