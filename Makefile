@@ -10,11 +10,11 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 PYTEST := $(PY) -m pytest -c tests/pytest.ini
 
-.PHONY: help demo test venv tools build sanity lint changelog units integration molecule ecosystem matrix benchmark clean
+.PHONY: help demo test venv tools build sanity lint changelog units system integration molecule ecosystem matrix benchmark clean
 
 help:
 	@echo "make demo   start a simulated GPU fleet, reset it with the collection, show the result, clean up"
-	@echo "make test   everything CI runs: sanity, lint, changelog, unit, integration, molecule and ecosystem tests"
+	@echo "make test   everything CI runs: sanity, lint, changelog, unit, system, integration, molecule and ecosystem tests"
 	@echo "make matrix sanity and a playbook smoke on every ansible-core that requires_ansible claims (CI runs it)"
 
 venv: $(VENV)/.installed
@@ -54,8 +54,13 @@ lint: build
 changelog: venv
 	antsibull-changelog lint
 
+# Pure: no root, no process but the tests' own, no /dev/nvidia*, no ansible-playbook (tests/unit/conftest.py guards it).
 units: build
-	$(PYTEST) tests/unit tests/simulator/tests
+	$(PYTEST) tests/unit
+
+# This whole machine (every process in a scan, mounts, ns_last_pid) and the simulator's own tests: root.
+system: build
+	$(PYTEST) tests/system tests/simulator/tests
 
 integration: build tools
 	$(PYTEST) tests/integration tests/benchmarks/test_smoke.py
@@ -71,7 +76,7 @@ ecosystem: build tools
 matrix: build
 	tests/tools/matrix
 
-test: sanity lint changelog units integration molecule ecosystem
+test: sanity lint changelog units system integration molecule ecosystem
 
 demo: build
 	tests/tools/demo

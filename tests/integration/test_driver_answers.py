@@ -7,12 +7,9 @@ driver returns. Sources of each value: tests/unit/plugins/module_utils/test__nvi
 
 from __future__ import annotations
 
-import os
-import time
-
 import pytest
-from gpusim import fleet, nvml, paths
-from gpusim.testing import run_playbook
+from gpusim import fleet
+from gpusim.testing import build_fake_nvml, run_playbook, wait_for_gpu_holders
 
 TASK = "Read GPU memory"
 BACKENDS = ("nvidia_smi", "nvml")
@@ -21,10 +18,7 @@ ECC = "ecc.errors.uncorrected.volatile.total"
 
 @pytest.fixture(scope="module", autouse=True)
 def fake_nvml():
-    try:
-        nvml.build(os.path.join(paths.LIB, "nvml"))
-    except nvml.BuildError as error:
-        pytest.skip(f"cannot set up NVML for the simulator: {error}")
+    build_fake_nvml()
 
 
 def read(sim, playbook, host, backend, **extra):
@@ -108,10 +102,7 @@ def test_ecc_count_that_grew_over_the_baseline(sim, playbook, backend):
 def test_hidden_pids_name_the_platform_limit(sim, playbook, backend):
     host = sim.host()
     fleet.start_holder(host, "python3 -m vllm.entrypoints.openai.api_server", gpus=[2], mib=4096)
-    deadline = time.monotonic() + 30
-    while not fleet.gpu_state(host)["processes"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for_gpu_holders(host, 1)
     fleet.set_faults(host, process_tokens={"pid": "[Insufficient Permissions]"})
     facts = read(sim, playbook, host, backend)
     assert facts["verdict"] == "unknown"

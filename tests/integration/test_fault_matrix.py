@@ -237,14 +237,13 @@ def test_f07_respawn_loop_is_not_clean_and_stop_units_ends_it(sim, mode):
 PID_REUSE_HELPER = r'''
 import json, os, signal, sys, time
 from gpusim.engines import hold_gpu
+from gpusim.testing import save_json
 
 out, mode = sys.argv[1], sys.argv[2]
 
 
 def save(data):
-    with open(out + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-    os.rename(out + ".tmp", out)
+    save_json(out, data)
 
 
 read_end, write_end = os.pipe()

@@ -13,8 +13,8 @@ import shutil
 import subprocess
 
 import pytest
-from gpusim import fleet, nvml, paths
-from gpusim.testing import REPO
+from gpusim import fleet, paths
+from gpusim.testing import REPO, build_fake_nvml, nvml_environment
 
 SCRIPT = os.path.join(REPO, "tests", "hardware", "gpu_check.py")
 SOURCE = os.path.join(REPO, "tests", "hardware", "fake_libcuda.c")
@@ -23,10 +23,7 @@ LAG_S = 0.6
 
 @pytest.fixture(scope="module", autouse=True)
 def fake_libraries():
-    try:
-        nvml.build(os.path.join(paths.LIB, "nvml"))
-    except nvml.BuildError as error:
-        pytest.skip(f"cannot set up NVML for the simulator: {error}")
+    build_fake_nvml()
     compiler = shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         pytest.skip("no C compiler for the fake libcuda")
@@ -37,9 +34,7 @@ def fake_libraries():
 
 
 def run_check(host, binding: bool, *args: str) -> tuple[int, dict]:
-    python_path = [paths.INSIDE_LIB] + ([paths.INSIDE_LIB + "/nvml/python"] if binding else [])
-    env = dict(fleet.INSIDE_ENV, PYTHONPATH=":".join(python_path),
-               LD_LIBRARY_PATH=f"{paths.INSIDE_LIB}/cuda:{paths.INSIDE_LIB}/nvml")
+    env = nvml_environment("cuda", binding=binding)
     result = fleet.run(host, ["python3", SCRIPT, *args], check=False, timeout=300, env=env)
     assert result.stdout.strip(), result.stderr
     return result.returncode, json.loads(result.stdout)

@@ -6,12 +6,11 @@ host's simulated nvidia-smi, so both backends read the same world and must agree
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
-from gpusim import fleet, nvml, paths
-from gpusim.testing import run_playbook
+from gpusim import fleet
+from gpusim.testing import build_fake_nvml, run_playbook, wait_for_gpu_holders, wait_until
 
 TASK = "Read GPU memory"
 EIGHT = {"expected_gpu_count": 8}
@@ -23,10 +22,7 @@ GPU_KEYS = ("index", "uuid", "name", "pci_bus_id", "memory_total_mib", "memory_r
 @pytest.fixture(scope="module", autouse=True)
 def fake_nvml():
     """Build the fake libnvidia-ml.so.1 and copy the binding where every simulated host sees them."""
-    try:
-        nvml.build(os.path.join(paths.LIB, "nvml"))
-    except nvml.BuildError as error:
-        pytest.skip(f"cannot set up NVML for the simulator: {error}")
+    build_fake_nvml()
 
 
 def facts_of(run, host):
@@ -53,17 +49,10 @@ def unknown(facts):
     return facts
 
 
-def wait_for_holders(host, count, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while len(fleet.gpu_state(host)["processes"]) < count:
-        assert time.monotonic() < deadline, fleet.gpu_state(host)
-        time.sleep(0.05)
-
-
 def busy_host(sim):
     host = sim.host()
     server = fleet.start_server(host, "sglang", tp=8)
-    wait_for_holders(host, 8)
+    wait_for_gpu_holders(host, 8)
     return host, server
 
 
@@ -154,10 +143,8 @@ def test_hung_driver_is_unknown_within_the_timeout(sim, playbook):
     assert facts["elapsed_s"] < 2 + 1.5
     assert time.monotonic() - started < 30
     assert facts["reasons"][0].startswith("NVML did not answer within the timeout (2.0 s)")
-    deadline = time.monotonic() + 5
-    while fleet.host_pids(host, "nvidia-smi"):
-        assert time.monotonic() < deadline, "the NVML call abandoned at the deadline left nvidia-smi running"
-        time.sleep(0.05)
+    wait_until(lambda: not fleet.host_pids(host, "nvidia-smi"), timeout=5,
+               message="the nvidia-smi of the NVML call abandoned at the deadline to end")
 
 
 def test_missing_gpu_is_unknown(sim, playbook):
@@ -257,7 +244,7 @@ def test_node_sees_container_holders_like_nvidia_smi(sim, playbook):
     sim.container(node, "201", [4, 5, 6, 7])
     fleet.start_server(node, "sglang", container="200", tp=4)
     fleet.start_server(node, "sglang", container="201", tp=4)
-    wait_for_holders(node, 8)
+    wait_for_gpu_holders(node, 8)
     run = run_playbook(playbook("facts_nvml.yml"), sim.inventory(hosts=[node]), EIGHT)
     through_nvml = facts_of(run, node)
     assert through_nvml["backend"] == "nvml" and through_nvml["verdict"] == "busy"

@@ -7,13 +7,13 @@ inference_server_kill or gpu_memory_facts through ansible-playbook (tests/integr
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 
-from gpusim import fleet, paths
-from gpusim.testing import alive, processes, run_playbook, wait_for_gpu_holders, wait_until
+from gpusim import fleet
+from gpusim.testing import (alive, processes, put_file, read_host_json, run_playbook, syslog, wait_for_gpu_holders,
+                            wait_until)
 
 SENT = re.compile(r"sent (SIG[A-Z0-9]+) to pid (\d+) ")
 
@@ -24,17 +24,8 @@ def kill(sim, playbook, host, check=False, **variables):
     return run, run.result("Stop servers", host)
 
 
-def put_file(host, path, text, container=None):
-    fleet.run(host, ["sh", "-c", f"cat > {path}"], input=text, container=container)
-
-
 def sent_signals(host):
-    try:
-        with open(os.path.join(paths.host_dir(host), "syslog.log"), encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        return []
-    return [(match.group(1), int(match.group(2))) for match in map(SENT.search, text.splitlines()) if match]
+    return [(match.group(1), int(match.group(2))) for match in map(SENT.search, syslog(host).splitlines()) if match]
 
 
 def pids_of(entries):
@@ -43,11 +34,6 @@ def pids_of(entries):
 
 def live_pids(host, container=None):
     return {proc.pid for proc in processes(host, container) if not proc.stat.startswith("Z")}
-
-
-def read_json(host, path):
-    text = fleet.run(host, ["cat", path], check=False).stdout
-    return json.loads(text) if text else None
 
 
 # --- P01: PID 2 is a kernel thread only in the initial PID namespace ----------------------------------------
@@ -197,13 +183,12 @@ def test_p05_gpu_holder_whose_main_thread_exited_is_named_and_stoppable(sim, pla
 # C's PPID is the number L released.
 PARENT_REUSED = r'''
 import json, os, signal, sys, time
+from gpusim.testing import save_json
 out = sys.argv[1]
 
 
 def save(data):
-    with open(out + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-    os.rename(out + ".tmp", out)
+    save_json(out, data)
 
 
 read_end, write_end = os.pipe()
@@ -225,13 +210,12 @@ if innocent == 0:
     child = os.fork()
     if child == 0:
         os.execvp("sleep", ["sleep", "3601"])
-    with open(out + ".child", "w", encoding="ascii") as handle:
-        handle.write(str(child))
+    save_json(out + ".child", child)
     os.execvp("sleep", ["sleep", "3602"])
 while not os.path.exists(out + ".child"):
     time.sleep(0.001)
 with open(out + ".child", encoding="ascii") as handle:
-    save({"leader": leader, "worker": worker, "innocent": innocent, "child": int(handle.read())})
+    save({"leader": leader, "worker": worker, "innocent": innocent, "child": json.load(handle)})
 while True:
     time.sleep(3600)
 '''
@@ -241,9 +225,11 @@ def test_p06_child_of_a_process_that_reused_an_exited_leaders_pid_is_not_a_membe
     host = sim.host(gpus=1)
     put_file(host, "/tmp/parent_reused.py", PARENT_REUSED)
     fleet.start_detached(host, ["python3", "/tmp/parent_reused.py", "/tmp/parent_reused.json"])
-    wait_until(lambda: read_json(host, "/tmp/parent_reused.json"), message="helper ready")
+    wait_until(lambda: read_host_json(host, "/tmp/parent_reused.json"), message="helper ready")
     run, result = kill(sim, playbook, host, patterns=["proc-p06-server"], grace_period=2, timeout=8)
-    swap = read_json(host, "/tmp/parent_reused.json")
+    # The helper hands the PID over once it has reaped the stopped leader: that may finish just after the run.
+    swap = wait_until(lambda: read_host_json(host, "/tmp/parent_reused.json").get("child") and
+                      read_host_json(host, "/tmp/parent_reused.json"), timeout=10, message="the helper's PID swap")
     if swap.get("innocent") != swap["leader"]:
         pytest.fail(f"the innocent did not get the leader's PID: {swap}")
     child = [proc for proc in processes(host) if proc.pid == swap["child"]]
@@ -259,8 +245,9 @@ def test_p06_child_of_a_process_that_reused_an_exited_leaders_pid_is_not_a_membe
 # T, a member of G's tree (G holds a GPU), runs another program once the module has taken its /proc snapshot
 # (its nvidia-smi call runs then; the fault hang_s keeps it running for a while).
 EXECS_AFTER_SELECTION = r'''
-import json, os, sys, time
+import os, sys, time
 from gpusim.engines import hold_gpu
+from gpusim.testing import save_json
 out = sys.argv[1]
 read_end, write_end = os.pipe()
 holder = os.fork()
@@ -286,8 +273,7 @@ def module_reads_the_gpus():
     return False
 
 
-with open(out, "w", encoding="utf-8") as handle:
-    json.dump({"holder": holder}, handle)
+save_json(out, {"holder": holder})
 while not module_reads_the_gpus():
     time.sleep(0.002)
 os.write(write_end, b"x")
@@ -304,7 +290,7 @@ def test_p07_target_that_runs_another_program_after_selection_is_skipped_and_rep
     fleet.set_faults(host, hang_s=0.5)
     fleet.start_detached(host, ["python3", "/tmp/execs.py", "/tmp/execs.json"])
     wait_for_gpu_holders(host, 1)
-    holder = wait_until(lambda: read_json(host, "/tmp/execs.json"), message="helper ready")["holder"]
+    holder = wait_until(lambda: read_host_json(host, "/tmp/execs.json"), message="helper ready")["holder"]
     target = wait_until(lambda: [proc.pid for proc in processes(host) if proc.ppid == holder], message="T")[0]
     run, result = kill(sim, playbook, host, gpu_holders=True, grace_period=1, timeout=8)
     if not fleet.run(host, ["cat", "/tmp/execs.json.exec"], check=False).stdout:

@@ -187,6 +187,123 @@ def wait_for_gpu_holders(host: str, count: int, timeout: float = 30.0) -> list[d
     return wait_until(enough, timeout, message=f"{count} GPU holders on {host}")
 
 
+SLEEPER = "import time; time.sleep(120)"
+
+
+def start_sleeper(*args: str, code: str = SLEEPER, **popen) -> subprocess.Popen:
+    """A Python child of the test that sleeps with `args` on its command line; it shows in /proc once it returns."""
+    child = subprocess.Popen([sys.executable, "-c", code, *args], **popen)
+    wait_until(lambda: _cmdline_has(child.pid, code), timeout=10, message=f"pid {child.pid} to run its code")
+    return child
+
+
+def _cmdline_has(pid: int, code: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return code.encode() in handle.read()
+    except FileNotFoundError:
+        return False
+
+
+def stop(children: list[subprocess.Popen]) -> None:
+    """Kill and reap the test's own children that still run."""
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
+def save_json(path: str, data: object) -> None:
+    """Write JSON atomically (temporary file, then rename): a reader never sees half of it.
+
+    In-host helper scripts of the tests import it (gpusim is on their PYTHONPATH) to report PIDs to the test."""
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    os.rename(path + ".tmp", path)
+
+
+def put_file(host: str, path: str, text: str, container: str | None = None) -> None:
+    """Write a file inside a simulated host (or one of its containers)."""
+    fleet.run(host, ["sh", "-c", f"cat > {path}"], input=text, container=container)
+
+
+def read_host_json(host: str, path: str, container: str | None = None) -> object:
+    """A JSON file inside a simulated host, or None while it does not exist yet (see save_json)."""
+    text = fleet.run(host, ["cat", path], check=False, container=container).stdout
+    return json.loads(text) if text else None
+
+
+def nvml_environment(*libraries: str, binding: bool = True) -> dict:
+    """The environment of a program inside a simulated host that loads the fake libnvidia-ml (see build_fake_nvml),
+    the nvidia-ml-py binding when `binding`, and more libraries published under the hosts' lib directory."""
+    python_path = [paths.INSIDE_LIB] + ([paths.INSIDE_LIB + "/nvml/python"] if binding else [])
+    libs = [f"{paths.INSIDE_LIB}/{name}" for name in (*libraries, "nvml")]
+    return dict(fleet.INSIDE_ENV, PYTHONPATH=":".join(python_path), LD_LIBRARY_PATH=":".join(libs))
+
+
+def build_fake_nvml() -> None:
+    """Build the simulator's fake libnvidia-ml.so.1 and the binding where every simulated host sees them, or skip."""
+    import pytest  # pylint: disable=import-outside-toplevel
+    from gpusim import nvml  # pylint: disable=import-outside-toplevel
+    try:
+        nvml.build(os.path.join(paths.LIB, "nvml"))
+    except nvml.BuildError as error:
+        pytest.skip(f"cannot set up NVML for the simulator: {error}")
+
+
+def static_nvidia_smi(directory: str, world: dict) -> str:
+    """An nvidia-smi in `directory` that reports exactly this world (the simulator's nvidia-smi in static mode)."""
+    state = os.path.join(directory, "world.json")
+    with open(state, "w", encoding="utf-8") as handle:
+        json.dump(world, handle)
+    tool = os.path.join(directory, "nvidia-smi")
+    with open(tool, "w", encoding="utf-8") as handle:
+        handle.write(f"#!/bin/sh\nPYTHONPATH={os.path.dirname(paths.PACKAGE_DIR)} GPUSIM_STATE={state} "
+                     f"exec {sys.executable} -m gpusim.nvsmi \"$@\"\n")
+    os.chmod(tool, 0o755)
+    return tool
+
+
+class ProcView:
+    """A /proc that shows only chosen processes (links to their /proc/PID) and the machine-wide files.
+
+    Code under test reads it through its `proc` parameter, so a unit test sees its own processes and nothing else
+    that runs on the machine."""
+
+    MACHINE_WIDE = ("stat", "self", "thread-self", "uptime")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        os.makedirs(path, exist_ok=True)
+        for name in self.MACHINE_WIDE:
+            os.symlink(f"/proc/{name}", os.path.join(path, name))
+
+    def add(self, *pids: int) -> str:
+        for pid in pids:
+            link = os.path.join(self.path, str(pid))
+            if not os.path.lexists(link):
+                os.symlink(f"/proc/{pid}", link)
+        return self.path
+
+    def add_tree(self, root: int) -> str:
+        """The process and every descendant it has now (children of each thread's children lists)."""
+        pending = [root]
+        while pending:
+            pid = pending.pop()
+            self.add(pid)
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except FileNotFoundError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as handle:
+                        pending += [int(child) for child in handle.read().split()]
+                except FileNotFoundError:
+                    continue
+        return self.path
+
+
 def process_with_pid(node: str, vmid: str, wanted: int) -> int:
     """Fork sleepers inside the container until one gets the wanted PID (PIDs are allocated upwards)."""
     script = ("import os,sys,time\nwanted=int(sys.argv[1])\nsys.stdout.flush()\n"

@@ -68,11 +68,11 @@ def test_request_validation(fields, message):
     assert str(error.value) == message
 
 
-def test_a_wait_reads_everything_at_every_poll(static_smi):
+def test_a_wait_reads_everything_at_every_poll(static_smi, proc_view):
     smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8), "leaked": {"3": 4096}})
     facts = _gpu_facts.collect_until_clean(_gpu_facts.Request(nvidia_smi_path=smi, backend="nvidia_smi",
                                                               expected_gpu_count=8, poll_interval=0.05, wait_for=3,
-                                                              settle_window=30))
+                                                              settle_window=30, proc=proc_view.path))
     # Several polls, whatever the machine's load: reads of a few tenths of a second each within 3 s.
     assert facts["verdict"] == "busy" and facts["gpus"][3]["memory_used_mib"] >= 4096 and facts["polls"] >= 3
     # Both queries at every poll: the GPUs and the processes, side by side.

@@ -1,4 +1,6 @@
-"""The kill engine on real processes of this machine: validation, selection, and the PID-reuse guard."""
+"""The kill engine on real processes the test starts (seen through a proc view): validation, selection, signals.
+
+The PID-reuse guard needs root (ns_last_pid): tests/system/plugins/module_utils/test__kill_pid_reuse.py."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from gpusim.testing import start_sleeper, stop
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs, _signal
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
@@ -20,29 +23,17 @@ def token():
 
 
 @pytest.fixture
-def spawn():
+def spawn(proc_view):
+    """Start a child of the test (a sleeper with a token, or any argv); the proc view shows it."""
     children = []
 
     def start(*argv: str, **kwargs) -> subprocess.Popen:
-        child = subprocess.Popen(list(argv), **kwargs)
+        child = start_sleeper(*argv) if len(argv) == 1 else subprocess.Popen(list(argv), **kwargs)
         children.append(child)
+        proc_view.add(child.pid)
         return child
     yield start
-    for child in children:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-
-
-def sleeper(token: str) -> list[str]:
-    return [sys.executable, "-c", "import time; time.sleep(120)", token]
-
-
-def wait_visible(pid: int) -> None:
-    deadline = time.monotonic() + 5
-    while _procfs.read_process(pid) is None or "time.sleep" not in _procfs.read_process(pid).cmdline:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    stop(children)
 
 
 @pytest.mark.parametrize("options, message", [
@@ -78,12 +69,11 @@ def test_defaults_follow_the_presets():
     assert (request.grace_period, request.timeout) == (15, 20)
 
 
-def test_plan_selects_by_pattern_and_protects_this_process(spawn, token):
-    child = spawn(*sleeper(token))
-    wait_visible(child.pid)
-    request = _kill.Request(patterns=(token,), check_mode=True)
+def test_plan_selects_by_pattern_and_protects_this_process(spawn, token, proc_view):
+    child = spawn(token)
+    request = _kill.Request(patterns=(token,), check_mode=True, proc=proc_view.path)
     request.resolve()
-    table = _procfs.scan()
+    table = _procfs.scan(proc_view.path)
     # This test process matches too once the token is in its own command line.
     table[os.getpid()] = _procfs.Process(**dict(table[os.getpid()].__dict__, argv=(sys.executable, token)))
     planned = _kill.plan(request, table, _kill.Selector(request))
@@ -92,25 +82,24 @@ def test_plan_selects_by_pattern_and_protects_this_process(spawn, token):
     assert (os.getpid(), "this module") in [(process.pid, reason) for process, _rule, reason in planned.protected]
 
 
-def test_check_mode_plans_and_sends_nothing(spawn, token):
-    child = spawn(*sleeper(token))
-    wait_visible(child.pid)
-    result = _kill.run(_kill.Request(patterns=(token,), check_mode=True), lambda message: None)
+def test_check_mode_plans_and_sends_nothing(spawn, token, proc_view):
+    child = spawn(token)
+    result = _kill.run(_kill.Request(patterns=(token,), check_mode=True, proc=proc_view.path), lambda message: None)
     assert result["changed"] is True and [entry["pid"] for entry in result["planned"]] == [child.pid]
     assert result["killed"] == [] and child.poll() is None
 
 
-def test_stops_a_tree_and_logs_every_signal(spawn, token):
+def test_stops_a_tree_and_logs_every_signal(spawn, token, proc_view):
     parent = spawn(sys.executable, "-c", "import subprocess, sys, time\n"
                    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\ntime.sleep(120)", token,
                    start_new_session=True)
     deadline = time.monotonic() + 5
-    while not _procfs.descendants([parent.pid], _procfs.scan()):
+    while not _procfs.descendants([parent.pid], _procfs.scan(proc_view.add_tree(parent.pid))):
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    child = _procfs.descendants([parent.pid], _procfs.scan()).pop()
+    child = _procfs.descendants([parent.pid], _procfs.scan(proc_view.path)).pop()
     logged = []
-    result = _kill.run(_kill.Request(patterns=(token,), grace_period=2, timeout=5), logged.append)
+    result = _kill.run(_kill.Request(patterns=(token,), grace_period=2, timeout=5, proc=proc_view.path), logged.append)
     assert {entry["pid"] for entry in result["killed"]} == {parent.pid, child}
     assert result["survivors"] == [] and result["changed"] is True
     roles = {entry["pid"]: entry["role"] for entry in result["killed"]}
@@ -118,34 +107,11 @@ def test_stops_a_tree_and_logs_every_signal(spawn, token):
     assert any(f"sent SIGTERM to pid {parent.pid}" in line and f"rule: pattern {token!r}" in line for line in logged)
 
 
-def test_a_reused_pid_is_never_signalled(spawn, token):
-    """Snapshot a process, let it die, give its PID to an innocent process, then execute the plan."""
-    target = spawn(*sleeper(token))
-    wait_visible(target.pid)
-    request = _kill.Request(patterns=(token,), grace_period=1, timeout=3)
+def test_a_pinned_process_is_signalled_through_its_pidfd(spawn, token, proc_view):
+    target = spawn(token)
+    request = _kill.Request(patterns=(token,), grace_period=1, timeout=3, proc=proc_view.path)
     request.resolve()
-    planned = _kill.plan(request, _procfs.scan(), _kill.Selector(request))
-    assert [entry.process.pid for entry in planned.targets] == [target.pid]
-    target.kill()
-    target.wait()
-    with open("/proc/sys/kernel/ns_last_pid", "w", encoding="ascii") as handle:
-        handle.write(str(target.pid - 1))
-    innocent = spawn(sys.executable, "-c", "import time; time.sleep(120)")
-    if innocent.pid != target.pid:
-        pytest.skip("another process took the PID first")
-    executor = _signal.Executor(request, lambda message: None)
-    assert executor.pin(planned.targets[0]) is False
-    executor.send(planned.targets[0], "SIGKILL")
-    time.sleep(0.2)
-    assert innocent.poll() is None and planned.targets[0].signals == []
-
-
-def test_a_pinned_process_is_signalled_through_its_pidfd(spawn, token):
-    target = spawn(*sleeper(token))
-    wait_visible(target.pid)
-    request = _kill.Request(patterns=(token,), grace_period=1, timeout=3)
-    request.resolve()
-    planned = _kill.plan(request, _procfs.scan(), _kill.Selector(request))
+    planned = _kill.plan(request, _procfs.scan(proc_view.path), _kill.Selector(request))
     executor = _signal.Executor(request, lambda message: None)
     assert executor.pin(planned.targets[0]) is True
     executor.send(planned.targets[0], "SIGTERM")
@@ -155,14 +121,13 @@ def test_a_pinned_process_is_signalled_through_its_pidfd(spawn, token):
     executor.close()
 
 
-def test_a_stopped_process_gets_sigcont_with_the_signal(spawn, token):
-    target = spawn(*sleeper(token))
-    wait_visible(target.pid)
+def test_a_stopped_process_gets_sigcont_with_the_signal(spawn, token, proc_view):
+    target = spawn(token)
     os.kill(target.pid, 19)  # SIGSTOP
     deadline = time.monotonic() + 5
-    while _procfs.state_of(target.pid) != "T":
+    while _procfs.state_of(target.pid, proc_view.path) != "T":
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    result = _kill.run(_kill.Request(patterns=(token,), grace_period=2, timeout=5), lambda message: None)
+    result = _kill.run(_kill.Request(patterns=(token,), grace_period=2, timeout=5, proc=proc_view.path), lambda message: None)
     assert result["killed"][0]["signals"] == ["SIGTERM", "SIGCONT"]
     assert target.wait(timeout=2) == -15

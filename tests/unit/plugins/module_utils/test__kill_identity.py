@@ -23,8 +23,8 @@ def _process(**fields) -> _procfs.Process:
 
 
 @pytest.fixture
-def selector():
-    request = _kill.Request(patterns=("x",))
+def selector(proc_view):
+    request = _kill.Request(patterns=("x",), proc=proc_view.path)
     request.resolve()
     return _kill.Selector(request)
 
@@ -53,7 +53,7 @@ def test_a_containers_init_is_protected_and_a_server_that_is_pid_1_is_not(select
     assert selector.protection(_process(nspid=(100, 1)), member=True) is None
 
 
-def test_tree_members_need_a_parent_that_still_holds_its_pid_and_is_not_younger():
+def test_tree_members_need_a_parent_that_still_holds_its_pid_and_is_not_younger(selector):
     leader = _process(pid=10, pgid=10, sid=10, start_ticks=500)
     table = {
         10: leader,
@@ -66,7 +66,6 @@ def test_tree_members_need_a_parent_that_still_holds_its_pid_and_is_not_younger(
         15: _process(pid=15, ppid=14, pgid=15, sid=15, start_ticks=900),
         16: _process(pid=16, ppid=1, pgid=10, sid=10, start_ticks=650),
     }
-    selector = _kill.Selector(_kill.Request(patterns=("x",)))
     assert _tree.tree_members(leader, table, lambda process: process.pid != 14, selector) == {11, 12, 14, 16}
     assert _tree.tree_members(leader, table, lambda process: process.pid != 10, selector) == set()
 
@@ -80,14 +79,14 @@ EXECS = """
 """
 
 
-def test_a_target_that_runs_another_program_after_selection_is_skipped():
+def test_a_target_that_runs_another_program_after_selection_is_skipped(proc_view):
     token = f"gpuops-unit-{uuid.uuid4().hex[:12]}"
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(EXECS), token], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline() == "ready\n"
-        request = _kill.Request(patterns=(token,), grace_period=1, timeout=3)
+        request = _kill.Request(patterns=(token,), grace_period=1, timeout=3, proc=proc_view.add(child.pid))
         request.resolve()
-        planned = _kill.plan(request, _procfs.scan(), _kill.Selector(request))
+        planned = _kill.plan(request, _procfs.scan(proc_view.path), _kill.Selector(request))
         target = planned.targets[0]
         logged: list[str] = []
         executor = _signal.Executor(request, logged.append)

@@ -90,8 +90,8 @@ def test_own_program_is_the_script_an_interpreter_runs():
     assert _presets.own_program([]) == ""
 
 
-def test_a_pattern_never_selects_a_wrapper_or_a_bystander():
-    selector = _kill.Selector(_kill.Request(patterns=("vllm",)))
+def test_a_pattern_never_selects_a_wrapper_or_a_bystander(proc_view):
+    selector = _kill.Selector(_kill.Request(patterns=("vllm",), proc=proc_view.path))
     rules = {1001: "pattern 'vllm'", 1002: "pattern 'vllm'", 1003: "pattern 'vllm'"}
     assert selector.rule_for(proc(1001, 1, "sudo -n tail -f vllm.log"), rules) is None
     assert selector.rule_for(proc(1002, 1, "timeout 60 python3 -m vllm.entrypoints.openai.api_server"), rules) is None
@@ -100,7 +100,7 @@ def test_a_pattern_never_selects_a_wrapper_or_a_bystander():
     assert selector.spared_from_patterns(proc(1002, 1, "timeout 60 python3 x.py")).startswith("a wrapper (timeout")
 
 
-def test_no_tree_member_below_a_bystander():
+def test_no_tree_member_below_a_bystander(proc_view):
     """A launcher's tree: its worker is a member; a log pipeline it started, and what runs below it, are not."""
     table = {process.pid: process for process in (
         proc(100, 1, "bash /tmp/serve.sh", sid=100, pgid=100),
@@ -113,11 +113,11 @@ def test_no_tree_member_below_a_bystander():
         proc(121, 120, "python3 notebook.py", sid=100, pgid=121),
         proc(130, 1, "python3 orphan.py", sid=100, pgid=100),   # left by the launcher, still in its session
     )}
-    selector = _kill.Selector(_kill.Request(patterns=("serve",)))
+    selector = _kill.Selector(_kill.Request(patterns=("serve",), proc=proc_view.path))
     assert _tree.tree_members(table[100], table, lambda process: True, selector) == {101, 102, 130}
 
 
-def test_the_running_ansible_is_found_by_its_ancestry_not_by_a_name():
+def test_the_running_ansible_is_found_by_its_ancestry_not_by_a_name(proc_view):
     controller = proc(50, 1, "/usr/bin/python3 /usr/bin/ansible-playbook -f 5 site.yml", comm="ansible-playboo")
     table = {process.pid: process for process in (
         controller,
@@ -127,7 +127,7 @@ def test_the_running_ansible_is_found_by_its_ancestry_not_by_a_name():
         proc(60, 1, "/usr/bin/python3 /usr/bin/ansible-playbook other.yml", comm="ansible-playboo"),  # another run
         proc(61, 60, "/usr/bin/python3 /root/.ansible/tmp/y/AnsiballZ_command.py"),
     )}
-    selector = _kill.Selector(_kill.Request(patterns=("ansible",)))
+    selector = _kill.Selector(_kill.Request(patterns=("ansible",), proc=proc_view.path))
     selector.table = table
     assert not selector.in_ansible_run(table[53], table)  # no controller among this module's ancestors
     selector.ansible_run = controller
@@ -139,18 +139,16 @@ def test_the_running_ansible_is_found_by_its_ancestry_not_by_a_name():
     assert not selector.in_ansible_run(impostor, {50: impostor})
 
 
-def test_an_ancestor_named_ansible_playbook_is_the_controller():
-    """observe() takes the topmost Ansible program among this process's own ancestors, as /proc shows them."""
-    selector = _kill.Selector(_kill.Request(patterns=("x",)))
-    me = os.getpid()
-    parent = _procfs.read_process(me).ppid
-    fake = {me: _procfs.read_process(me),
-            parent: dataclasses.replace(_procfs.read_process(parent),
-                                        argv=("/usr/bin/python3", "/usr/bin/ansible-playbook", "x.yml"))}
-    selector.observe(fake)
-    assert selector.ansible_run is not None and selector.ansible_run.pid == parent
-    selector.observe({})
-    assert selector.ansible_run is None or selector.ansible_run.pid != parent
+def test_an_ancestor_named_ansible_playbook_is_the_controller(proc_view):
+    """observe() takes the topmost Ansible program among this process's own ancestors."""
+    selector = _kill.Selector(_kill.Request(patterns=("x",), proc=proc_view.path))
+    parent = proc(70, 1, "/usr/bin/python3 /usr/bin/ansible-playbook x.yml", comm="ansible-playboo")
+    me = proc(71, 70, "/usr/bin/python3 /root/.ansible/tmp/x/AnsiballZ_kill.py")
+    selector.ancestors = {pid: process.start_ticks for pid, process in ((71, me), (70, parent))}
+    selector.observe({71: me, 70: parent})
+    assert selector.ansible_run is not None and selector.ansible_run.pid == 70
+    selector.observe({71: me})
+    assert selector.ansible_run is None or selector.ansible_run.pid != 70
 
 
 def test_log_lines_cannot_be_forged():
@@ -181,10 +179,10 @@ def test_map_each_fails_past_its_deadline_or_too_many_skips():
         _bounded.map_each(_slow_on_x, ["x"], 5, 0.3)
 
 
-def test_pattern_matching_bounds_each_command_line():
+def test_pattern_matching_bounds_each_command_line(proc_view):
     table = {1: proc(1, 0, "python3 serve.py t17-server"), 2: proc(2, 0, "python3 x.py " + "a" * 40 + "!"),
              3: proc(3, 0, "python3 y.py " + "b" * 100000 + " t17-server")}
-    selector = _kill.Selector(_kill.Request(patterns=("t17-server", "(a+)+$")))
+    selector = _kill.Selector(_kill.Request(patterns=("t17-server", "(a+)+$"), proc=proc_view.path))
     notes = []
     rules = selector.pattern_matches(table, notes)
     assert rules == {1: "pattern 't17-server'"}  # 3 matches only beyond the bounded prefix
@@ -211,7 +209,7 @@ def test_a_protected_name_never_hides_memory_over_the_threshold():
     assert not _gpu_facts._over_threshold(monitor, request)  # pylint: disable=protected-access
 
 
-def test_without_a_controller_here_the_ssh_session_of_this_module_is_the_run():
+def test_without_a_controller_here_the_ssh_session_of_this_module_is_the_run(proc_view):
     """The controller is on another machine: the module's own sshd session (its channels) stands for the run."""
     table = {process.pid: process for process in (
         proc(10, 1, "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups", comm="sshd"),
@@ -225,7 +223,7 @@ def test_without_a_controller_here_the_ssh_session_of_this_module_is_the_run():
         proc(32, 31, "-bash", comm="bash"),
         proc(33, 32, "python3 serve.py AnsiballZ_kill"),   # a user's process in another session
     )}
-    selector = _kill.Selector(_kill.Request(patterns=("AnsiballZ",)))
+    selector = _kill.Selector(_kill.Request(patterns=("AnsiballZ",), proc=proc_view.path))
     selector.ancestors = {pid: table[pid].start_ticks for pid in (23, 22, 21, 20, 10)}
     selector.observe(table)
     assert selector.ansible_run.pid == 21

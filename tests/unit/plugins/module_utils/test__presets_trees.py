@@ -15,6 +15,7 @@ import time
 
 import gpusim
 import pytest
+from gpusim.testing import ProcView
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _procfs
 
@@ -38,14 +39,14 @@ ROOM = "-" * 1200
 
 
 @pytest.fixture
-def grow():
+def grow(proc_view):
     groups = []
 
     def start(tree: dict) -> list[int]:
         env = dict(os.environ, PYTHONPATH=SIMULATOR)
         child = subprocess.Popen([sys.executable, "-c", GROW, json.dumps(tree), ROOM], env=env, start_new_session=True)
         groups.append(child)
-        return wait_for_tree(child.pid, count_nodes(tree))
+        return wait_for_tree(proc_view, child.pid, count_nodes(tree))
     yield start
     for child in groups:
         os.killpg(child.pid, signal.SIGKILL)
@@ -56,10 +57,11 @@ def count_nodes(tree: dict) -> int:
     return 1 + sum(count_nodes(child) for child in tree.get("children", []))
 
 
-def wait_for_tree(root: int, count: int) -> list[int]:
+def wait_for_tree(view: ProcView, root: int, count: int) -> list[int]:
+    """The PIDs of the tree once it has all its processes, each renamed; they are added to the proc view."""
     deadline = time.monotonic() + 10
     while True:
-        table = _procfs.scan()
+        table = _procfs.scan(view.add_tree(root))
         members = sorted({root} | _procfs.descendants([root], table))
         if len(members) == count and all(ROOM not in table[pid].argv for pid in members if pid in table):
             return members
@@ -67,10 +69,10 @@ def wait_for_tree(root: int, count: int) -> list[int]:
         time.sleep(0.05)
 
 
-def planned(servers: tuple[str, ...], pids: list[int]) -> dict[int, tuple[str, int]]:
-    request = _kill.Request(servers=servers, check_mode=True)
+def planned(view: ProcView, servers: tuple[str, ...], pids: list[int]) -> dict[int, tuple[str, int]]:
+    request = _kill.Request(servers=servers, check_mode=True, proc=view.path)
     request.resolve()
-    plan = _kill.plan(request, _procfs.scan(), _kill.Selector(request))
+    plan = _kill.plan(request, _procfs.scan(view.path), _kill.Selector(request))
     return {target.process.pid: (target.rule, target.phase) for target in plan.targets if target.process.pid in pids}
 
 
@@ -78,55 +80,55 @@ def tree(argv: str, *children: dict) -> dict:
     return {"argv": argv.split(" "), "children": list(children)}
 
 
-def test_the_launchers_mpirun_leads_tritons_rank_0_which_names_no_backend(grow):
+def test_the_launchers_mpirun_leads_tritons_rank_0_which_names_no_backend(grow, proc_view):
     pids = grow(tree(f"mpirun --allow-run-as-root -n 1 {RANK0} : -n 1 {RANK1} :", tree(RANK0), tree(RANK1)))
     mpirun, rank0, rank1 = pids
-    chosen = planned(("trtllm",), pids)
+    chosen = planned(proc_view, ("trtllm",), pids)
     assert chosen[mpirun] == ("preset trtllm: mpirun starting program tritonserver with the tensorrtllm backend",
                               _kill.ROOT)
     assert chosen[rank0] == (f"member of the tree of pid {mpirun} ({chosen[mpirun][0]})", _kill.MEMBER)
     assert set(chosen) == {mpirun, rank0, rank1}
 
 
-def test_plain_triton_under_mpirun_is_not_trtllm(grow):
+def test_plain_triton_under_mpirun_is_not_trtllm(grow, proc_view):
     rank = "/opt/tritonserver/bin/tritonserver --model-repository=/models"
     pids = grow(tree(f"mpirun --allow-run-as-root -n 1 {rank}", tree(rank)))
-    assert planned(("trtllm",), pids) == {}
-    assert set(planned(("triton",), pids)) == {pids[1]}
+    assert planned(proc_view, ("trtllm",), pids) == {}
+    assert set(planned(proc_view, ("triton",), pids)) == {pids[1]}
 
 
-def test_trtllm_serve_leads_its_orted_and_mpi4py_workers(grow):
+def test_trtllm_serve_leads_its_orted_and_mpi4py_workers(grow, proc_view):
     worker = "/usr/bin/python3 -m mpi4py.futures.server"
     pids = grow(tree("/usr/bin/python3 /usr/local/bin/trtllm-serve /models/llama --tp_size 2",
                      tree("orted --hnp-topo-sig 2N:2S -mca ess singleton", tree(worker), tree(worker))))
-    chosen = planned(("trtllm",), pids)
+    chosen = planned(proc_view, ("trtllm",), pids)
     assert set(chosen) == set(pids)
     assert chosen[pids[0]] == ("preset trtllm: program trtllm-serve", _kill.ROOT)
     assert all(chosen[pid][1] == _kill.MEMBER for pid in pids[1:])
 
 
-def test_mpirun_of_trtllm_llmapi_launch_leads_the_mgmn_nodes(grow):
+def test_mpirun_of_trtllm_llmapi_launch_leads_the_mgmn_nodes(grow, proc_view):
     launch = "/bin/bash /usr/local/bin/trtllm-llmapi-launch trtllm-serve /models/llama --tp_size 2"
     pids = grow(tree("mpirun -n 2 --allow-run-as-root trtllm-llmapi-launch trtllm-serve /models/llama --tp_size 2",
                      tree(launch, tree("python3 -m tensorrt_llm.llmapi.mgmn_leader_node"),
                           tree("/usr/bin/python3 /usr/local/bin/trtllm-serve /models/llama --tp_size 2")),
                      tree(launch, tree("python3 -m tensorrt_llm.llmapi.mgmn_worker_node"))))
-    chosen = planned(("trtllm",), pids)
+    chosen = planned(proc_view, ("trtllm",), pids)
     assert set(chosen) == set(pids)
     assert chosen[pids[0]] == ("preset trtllm: mpirun starting program trtllm-llmapi-launch", _kill.ROOT)
 
 
-def test_a_real_bash_running_trtllm_llmapi_launch_is_matched_as_its_script(tmp_path):
+def test_a_real_bash_running_trtllm_llmapi_launch_is_matched_as_its_script(tmp_path, proc_view):
     script = tmp_path / "trtllm-llmapi-launch"
     script.write_text("#!/bin/bash\nsleep 120 &\nwait\n")
     script.chmod(0o755)
     child = subprocess.Popen([str(script), "trtllm-serve", "/models/llama"], start_new_session=True)
     try:
-        pids = wait_for_tree(child.pid, 2)
-        table = _procfs.scan()
+        pids = wait_for_tree(proc_view, child.pid, 2)
+        table = _procfs.scan(proc_view.path)
         assert table[child.pid].argv[:2] == ("/bin/bash", str(script))
         assert table[child.pid].comm == "trtllm-llmapi-l"
-        chosen = planned(("trtllm",), pids)
+        chosen = planned(proc_view, ("trtllm",), pids)
         assert chosen[child.pid] == ("preset trtllm: program trtllm-llmapi-launch", _kill.ROOT)
         assert chosen[pids[1]][1] == _kill.MEMBER
     finally:

@@ -9,6 +9,7 @@ import textwrap
 import time
 
 import pytest
+from gpusim.testing import start_sleeper, stop
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs
 
@@ -131,17 +132,20 @@ def test_descendants_follow_the_tree():
     assert _procfs.descendants([13], table) == set()
 
 
-def test_self_and_ancestors_is_the_chain_up_to_init():
-    chain = _procfs.self_and_ancestors()
-    assert os.getpid() in chain and os.getppid() in chain
-    assert chain[os.getpid()] == _procfs.start_ticks(os.getpid())
+def test_self_and_ancestors_stops_where_the_proc_root_shows_no_parent(proc_view):
+    """The chain is read through the proc root given: here it shows this process and none of its ancestors."""
+    assert _procfs.self_and_ancestors(proc_view.path) == {os.getpid(): _procfs.start_ticks(os.getpid())}
 
 
-def test_scan_sees_this_process_and_the_boot_time_is_sane():
-    table = _procfs.scan()
-    assert table[os.getpid()].argv[0] == sys.executable or table[os.getpid()].name.startswith("python")
-    assert 1_000_000_000 < _procfs.boot_time() < time.time()
-    started = _procfs.start_epoch(table[os.getpid()], _procfs.boot_time())
+def test_scan_of_a_proc_root_sees_what_it_shows_and_the_boot_time_is_sane(proc_view):
+    child = start_sleeper("gpuops-scan")
+    try:
+        table = _procfs.scan(proc_view.add(child.pid))
+    finally:
+        stop([child])
+    assert set(table) == {os.getpid(), child.pid} and table[child.pid].argv[-1] == "gpuops-scan"
+    assert 1_000_000_000 < _procfs.boot_time(proc_view.path) < time.time()
+    started = _procfs.start_epoch(table[os.getpid()], _procfs.boot_time(proc_view.path))
     assert time.time() - 3600 * 24 < started <= time.time() + 1
 
 

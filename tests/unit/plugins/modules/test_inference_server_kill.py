@@ -1,45 +1,19 @@
-"""inference_server_kill main(): arguments, check mode and results on real processes of this machine."""
+"""inference_server_kill main(): bad arguments are refused before anything is read or signalled.
+
+Check mode and real stops on real processes: tests/system/plugins/modules/test_inference_server_kill.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 import uuid
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs
+from gpusim.testing import start_sleeper, stop
+
 from ansible_collections.gpuops.hygiene.plugins.modules import inference_server_kill
 
 
-def _sleeper():
-    token = f"gpuops-module-{uuid.uuid4().hex[:12]}"
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", token])
-    deadline = time.monotonic() + 5
-    while "time.sleep" not in getattr(_procfs.read_process(child.pid), "cmdline", ""):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    return child, token
-
-
-def test_check_mode_then_for_real_then_nothing_left(run_module):
-    child, token = _sleeper()
-    try:
-        planned = run_module(inference_server_kill.main, {"patterns": [token], "_ansible_check_mode": True})
-        assert planned["changed"] is True and [entry["pid"] for entry in planned["planned"]] == [child.pid]
-        assert planned["killed"] == [] and child.poll() is None
-        done = run_module(inference_server_kill.main, {"patterns": [token], "grace_period": 2, "timeout": 5})
-        assert done["changed"] is True and [entry["pid"] for entry in done["killed"]] == [child.pid]
-        assert done["killed"][0]["signals"] == ["SIGTERM"] and child.wait(timeout=2) == -15
-        again = run_module(inference_server_kill.main, {"patterns": [token], "grace_period": 2, "timeout": 5})
-        assert again["changed"] is False and again["planned"] == again["killed"] == []
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-
-
 def test_bad_input_fails_and_signals_nothing(run_module):
-    child, token = _sleeper()
+    token = f"gpuops-module-{uuid.uuid4().hex[:12]}"
+    child = start_sleeper(token)
     try:
         for args, message in [
             ({"patterns": [token, "(("]}, "patterns[1] is not a valid regular expression"),
@@ -51,5 +25,4 @@ def test_bad_input_fails_and_signals_nothing(run_module):
             assert result["failed"] is True and message in result["msg"], result
         assert child.poll() is None
     finally:
-        child.kill()
-        child.wait()
+        stop([child])
