@@ -18,6 +18,7 @@ import typing as t
 from dataclasses import dataclass, field
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _presets, _procfs, _rootfs, _settle, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 CLEAN = "clean"
@@ -259,7 +260,7 @@ class Holder:
         if self.process is None:
             name = self.reported_name or "unknown process"
             return f"pid {self.pid} ({name}, not visible from here: another PID namespace)"
-        return f"pid {self.pid} ({self.process.cmdline[:80]}) in {self.location()}"
+        return f"pid {self.pid} ({brief(self.process.cmdline, 80)}) in {self.location()}"
 
     def to_dict(self, booted_at: float, proc: str) -> dict[str, t.Any]:
         process = self.process
@@ -541,7 +542,10 @@ def held_reasons(held: list[tuple[_nvidia_smi.GpuRow, int, list[Holder]]], thres
         names = [(holder.process.name if holder.process else holder.reported_name) or "?" for holder in holders]
         family, where = holders[0].family()
         suffixes = [name[len(family):] for name in names]
-        who = f"{family}{suffixes[0]}-{suffixes[-1]}" if all(suffix.isdigit() for suffix in suffixes) else ", ".join(names)
+        # A range only for consecutive numbers: TP0-7 must not stand for TP0, TP2 and TP7.
+        numbers = [int(suffix) if suffix.isdigit() else None for suffix in suffixes]
+        consecutive = None not in numbers and numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+        who = f"{family}{suffixes[0]}-{suffixes[-1]}" if consecutive else ", ".join(names)
         reasons.append(f"GPUs {_span([record[0].index for record in group])}: {used} MiB used each > idle threshold "
                        f"{threshold} MiB, held by pids {_span([holder.pid for holder in holders])} ({who}) in {where}")
     return reasons

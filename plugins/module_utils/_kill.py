@@ -23,6 +23,7 @@ import typing as t
 from dataclasses import dataclass, field
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _presets, _procfs, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL")
@@ -242,7 +243,7 @@ class Selector:
                               f"{', '.join(repr(pattern) for _kind, pattern in patterns)}") from None
         for index in skipped:
             note = (f"pid {pids[index]} not matched: the patterns took longer than {MATCH_BUDGET_PER_PROCESS_S:g} s "
-                    f"on its command line ({_printable(lines[index][:80])} ...)")
+                    f"on its command line ({_printable(brief(lines[index], 80))})")
             if notes is not None and note not in notes:
                 notes.append(note)
         return {pids[index]: f"{patterns[which][0]} {patterns[which][1]!r}"
@@ -485,7 +486,7 @@ class Executor:
         if exe == target.exe and layout == target.process.layout:
             return True
         what = f"executable {target.exe} -> {exe}" if exe != target.exe else f"{exe}, loaded anew (exec)"
-        target.skipped = (f"pid {pid} ({target.process.cmdline[:200]}) runs another program since it was selected "
+        target.skipped = (f"pid {pid} ({brief(target.process.cmdline, 200)}) runs another program since it was selected "
                           f"({what}; now: {_cmdline_now(pid, self.request.proc)}): not signalled")
         self.log(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: skipped {target.skipped}")
         return False
@@ -547,7 +548,7 @@ def _exited(pidfd: int) -> bool:
 
 def _cmdline_now(pid: int, proc: str) -> str:
     process = _procfs.read_process(pid, proc)
-    return process.cmdline[:200] if process else "gone"
+    return brief(process.cmdline, 200) if process else "gone"
 
 
 class DStateWatch:
