@@ -18,7 +18,7 @@ description:
     a JSON list of quoted strings.
   - The playbooks C(gpuops.hygiene.reset_gpus), C(gpuops.hygiene.gpu_status) and C(gpuops.hygiene.gate_benchmark)
     end with such a task; any playbook can show the table the same way.
-  - The table is shown even when O(display_ok_hosts=false): it is the run's result, not a host's.
+  - The table is shown even with O(display_ok_hosts=false), as the run's result rather than a host's.
   - Control characters in the table (a process name can carry a terminal escape sequence) are spelled out, never
     sent to the terminal.
   - Without this callback the same task still reads well, as one quoted line per row.
