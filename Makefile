@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 PYTEST := $(PY) -m pytest -c tests/pytest.ini
 
-.PHONY: help demo test venv tools build sanity lint changelog units system integration molecule ecosystem matrix benchmark clean
+.PHONY: help demo test prereqs-demo prereqs-test venv tools build sanity lint changelog units system integration molecule ecosystem matrix benchmark clean
 
 help:
 	@echo "make demo   start a simulated GPU fleet, reset it with the collection, show the result, clean up"
@@ -76,9 +76,15 @@ ecosystem: build tools
 matrix: build
 	tests/tools/matrix
 
-test: sanity lint changelog units system integration molecule ecosystem
+# Every missing system program named at once, with its Debian package, before anything is built or tested.
+prereqs-demo prereqs-test: prereqs-%:
+	tests/tools/prereqs $*
 
-demo: build
+test: prereqs-test
+	$(MAKE) sanity lint changelog units system integration molecule ecosystem
+
+demo: prereqs-demo
+	$(MAKE) build
 	tests/tools/demo
 
 # Not part of `make test`: a benchmark, not a test (docs/BENCHMARKS.md; about 45 minutes on 2 cores).

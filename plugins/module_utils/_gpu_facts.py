@@ -375,7 +375,10 @@ def held_reasons(held: list[tuple[_snapshot.GpuRow, int, list[Holder]]], thresho
         names = [(holder.process.name if holder.process else holder.reported_name) or "?" for holder in holders]
         family, where = holders[0].family()
         suffixes = [name[len(family):] for name in names]
-        who = f"{family}{suffixes[0]}-{suffixes[-1]}" if all(suffix.isdigit() for suffix in suffixes) else ", ".join(names)
+        # A range only for consecutive numbers: TP0-7 must not stand for TP0, TP2 and TP7.
+        numbers = [int(suffix) if suffix.isdigit() else None for suffix in suffixes]
+        consecutive = None not in numbers and numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+        who = f"{family}{suffixes[0]}-{suffixes[-1]}" if consecutive else ", ".join(names)
         reasons.append(f"GPUs {_span([record[0].index for record in group])}: {used} MiB used each > idle threshold "
                        f"{threshold} MiB, held by pids {_span([holder.pid for holder in holders])} ({who}) in {where}")
     return reasons

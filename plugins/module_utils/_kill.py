@@ -22,6 +22,7 @@ import typing as t
 from dataclasses import dataclass, field
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _scope, _signal, _tree
+from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL")
@@ -194,7 +195,7 @@ class Selector:
                               f"{', '.join(repr(pattern) for _kind, pattern in patterns)}") from None
         for index in skipped:
             note = (f"pid {pids[index]} not matched: the patterns took longer than {MATCH_BUDGET_PER_PROCESS_S:g} s "
-                    f"on its command line ({_signal.printable(lines[index][:80])} ...)")
+                    f"on its command line ({_signal.printable(brief(lines[index], 80))})")
             if notes is not None and note not in notes:
                 notes.append(note)
         return {pids[index]: f"{patterns[which][0]} {patterns[which][1]!r}"

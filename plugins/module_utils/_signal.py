@@ -20,6 +20,7 @@ import typing as t
 from dataclasses import dataclass, field
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 
 # A target in uninterruptible sleep gets SIGKILL after this long in it, and is unkillable this long after SIGKILL.
 D_STATE_KILL_AFTER_S = 3.0
@@ -106,7 +107,7 @@ class Executor:
         if exe == target.exe and layout == target.process.layout:
             return True
         what = f"executable {target.exe} -> {exe}" if exe != target.exe else f"{exe}, loaded anew (exec)"
-        target.skipped = (f"pid {pid} ({target.process.cmdline[:200]}) runs another program since it was selected "
+        target.skipped = (f"pid {pid} ({brief(target.process.cmdline, 200)}) runs another program since it was selected "
                           f"({what}; now: {_cmdline_now(pid, self.request.proc)}): not signalled")
         self.log(f"gpuops.hygiene.inference_server_kill[{os.getpid()}]: skipped {target.skipped}")
         return False
@@ -168,7 +169,7 @@ def exited(pidfd: int) -> bool:
 
 def _cmdline_now(pid: int, proc: str) -> str:
     process = _procfs.read_process(pid, proc)
-    return process.cmdline[:200] if process else "gone"
+    return brief(process.cmdline, 200) if process else "gone"
 
 
 class DStateWatch:

@@ -14,6 +14,7 @@ import typing as t
 from dataclasses import dataclass, field
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 
 CLEAN = "clean"
 BUSY = "busy"
@@ -126,7 +127,7 @@ class Holder:
         if self.process is None:
             name = self.reported_name or "unknown process"
             return f"pid {self.pid} ({name}, not visible from here: another PID namespace)"
-        return f"pid {self.pid} ({self.process.cmdline[:80]}) in {self.location()}"
+        return f"pid {self.pid} ({brief(self.process.cmdline, 80)}) in {self.location()}"
 
     def to_dict(self, booted_at: float, proc: str) -> dict[str, t.Any]:
         process = self.process

@@ -12,6 +12,7 @@ import time
 import typing as t
 from xml.sax.saxutils import escape, quoteattr
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import BUSY, CLEAN, UNKNOWN, UNREACHABLE
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils._registered import reset_result
 
@@ -37,16 +38,39 @@ def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[di
     return found
 
 
-def _why(reasons: list[str], width: int = 100) -> str:
-    """The first reason, shortened, and how many more there are (the full text is in the host's message)."""
+def _why(reasons: list[str], width: int = 120) -> str:
+    """As many whole reasons as fit in `width`, and how many were left out (the full text is in the host's message).
+
+    A first reason longer than `width` is shortened at a word boundary, saying how many words were left out: a cut
+    inside a word misleads (`sglang::scheduler_TP0...` reads as TP0 only when it was TP0-7).
+    """
     if not reasons:
         return ""
-    first = reasons[0] if len(reasons[0]) <= width else reasons[0][: width - 3] + "..."
-    return first + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
+    shown = [brief(_one_line(reasons[0]), width)]
+    for reason in reasons[1:]:
+        candidate = _one_line(reason)
+        if len("; ".join(shown + [candidate])) > width:
+            break
+        shown.append(candidate)
+    left = len(reasons) - len(shown)
+    return "; ".join(shown) + (f" (+{left} more reason{'s' if left > 1 else ''})" if left else "")
+
+
+def _one_line(text: t.Any) -> str:
+    """A table cell: control characters spelled out, newlines and tabs too, so a row stays one line."""
+    return _printable(text).replace("\n", "\\n").replace("\t", " ")
 
 
 def _cell(value: t.Any) -> str:
     return "-" if value is None else str(value)
+
+
+def _read_only(result: t.Mapping[str, t.Any]) -> bool:
+    """Nothing was stopped on purpose (verify_only, check mode) or nothing could be (unreachable): 0 would mislead."""
+    return bool(result.get("verify_only") or result.get("check_mode") or result.get("verdict") == UNREACHABLE)
+
+
+SUMMARY_HEADER = ("HOST", "VERDICT", "GPUS CLEAN", "MIB FREED", "STOPPED", "SECONDS", "WHY NOT CLEAN")
 
 
 def summary_table(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
@@ -56,20 +80,37 @@ def summary_table(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
     for result in sorted(results, key=lambda item: (order.get(item.get("verdict", ""), 0), item.get("host", ""))):
         expected = result.get("gpus_expected") or len(result.get("gpus") or [])
         rows.append([
-            result.get("host", "?"),
-            result.get("verdict", UNREACHABLE),
+            _one_line(result.get("host", "?")),
+            _one_line(result.get("verdict", UNREACHABLE)),
             f"{result.get('gpus_clean', 0)}/{expected}" if result.get("verdict") != UNREACHABLE else "-",
-            _cell(result.get("mib_freed")),
-            _cell(result.get("processes_stopped")),
+            _cell(None if _read_only(result) else result.get("mib_freed")),
+            _cell(None if _read_only(result) else result.get("processes_stopped")),
             _cell(result.get("seconds_to_clean")),
             _why(result.get("reasons") or []),
         ])
-    header = ["HOST", "VERDICT", "GPUS CLEAN", "MIB FREED", "STOPPED", "SECONDS", "WHY NOT CLEAN"]
+    header = list(SUMMARY_HEADER)
     widths = [max(len(str(row[index])) for row in rows + [header]) for index in range(len(header))]
     lines = ["  ".join(str(value).ljust(width) for value, width in zip(row, widths)).rstrip() for row in [header] + rows]
     counts = {verdict: sum(1 for row in rows if row[1] == verdict) for verdict in (CLEAN, BUSY, UNKNOWN, UNREACHABLE)}
     lines.append(f"{len(rows)} hosts: " + ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count))
     return "\n".join(lines)
+
+
+def summary_lines(value: t.Any) -> list[str] | None:
+    """The lines of a summary_table() given as text or as a list of lines, each one safe to print; None otherwise."""
+    if isinstance(value, str):
+        value = value.split("\n")
+    if not isinstance(value, list) or not value or not all(isinstance(line, str) for line in value):
+        return None
+    if value[0].split() != " ".join(SUMMARY_HEADER).split():
+        return None
+    return [_one_line(line) for line in value]
+
+
+def verdict_of_row(line: str) -> str | None:
+    """The verdict of a host's row of summary_table(); None for the header and the count."""
+    fields = line.split()
+    return fields[1] if len(fields) > 1 and fields[1] in (CLEAN, BUSY, UNKNOWN, UNREACHABLE) else None
 
 
 def _printable(text: t.Any) -> str:

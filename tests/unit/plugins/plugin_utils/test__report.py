@@ -77,7 +77,7 @@ def test_summary_table():
     lines = _report.summary_table(rows).splitlines()
     assert lines[0] == "HOST      VERDICT      GPUS CLEAN  MIB FREED  STOPPED  SECONDS  WHY NOT CLEAN"
     assert lines[1].split()[:3] == ["gpu-gone", "unreachable", "-"]
-    assert lines[2].startswith("gpu-busy  busy         0/8") and lines[2].endswith("(+7 more)")
+    assert lines[2].startswith("gpu-busy  busy         0/8") and lines[2].endswith("(+7 more reasons)")
     assert lines[3].split()[:3] == ["gpu-ok", "clean", "8/8"]
     assert lines[-1] == "3 hosts: 1 clean, 1 busy, 1 unreachable"
 

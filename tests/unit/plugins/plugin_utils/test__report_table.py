@@ -1,0 +1,73 @@
+"""The fleet table: '-' for what a read-only run did not do, reasons cut only between words or reasons."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _report
+
+TP8 = ("GPUs 0-7: 95944 MiB used each > idle threshold 100 MiB, held by pids 28-35 (sglang::scheduler_TP0-7) "
+       "in the host")
+PORT = "port 30000 is still taken by pid 26 (python3 -m sglang.launch_server --tp 8 --port 30000)"
+
+
+def outcome(host="gpu-1", verdict="busy", reasons=(TP8,), **extra):
+    base = {"host": host, "verdict": verdict, "reasons": list(reasons), "gpus_clean": 0, "gpus_expected": 8,
+            "mib_freed": 0, "processes_stopped": 0, "seconds_to_clean": None, "check_mode": False,
+            "verify_only": False}
+    return dict(base, **extra)
+
+
+def row(result):
+    return _report.summary_table([result]).splitlines()[1]
+
+
+def fields(result):
+    return row(result).split(None, 6)
+
+
+def test_read_only_runs_print_a_dash_for_what_they_did_not_do():
+    assert fields(outcome(verify_only=True))[3:5] == ["-", "-"]
+    assert fields(outcome(check_mode=True))[3:5] == ["-", "-"]
+    assert fields(outcome(verdict="unreachable", reasons=["no route"]))[2:5] == ["-", "-", "-"]
+    # A reset that stopped nothing and freed nothing says 0: that is what happened.
+    assert fields(outcome())[3:5] == ["0", "0"]
+    assert fields(outcome(verdict="clean", reasons=[], gpus_clean=8, mib_freed=767552, processes_stopped=12,
+                          seconds_to_clean=1.9))[1:6] == ["clean", "8/8", "767552", "12", "1.9"]
+
+
+def test_whole_reasons_that_fit_and_how_many_more():
+    assert fields(outcome(reasons=[TP8]))[6] == TP8
+    assert fields(outcome(reasons=["port 1 is taken", "port 2 is taken"]))[6] == "port 1 is taken; port 2 is taken"
+    assert fields(outcome(reasons=[TP8, PORT]))[6] == TP8 + " (+1 more reason)"
+    assert fields(outcome(reasons=[TP8, PORT, PORT]))[6] == TP8 + " (+2 more reasons)"
+
+
+def test_a_long_reason_is_cut_between_words_never_inside_one():
+    long = "held by pids 28-35 (sglang::scheduler_TP0-7) " + "x" * 30 + " " + TP8
+    why = fields(outcome(reasons=[long, PORT]))[6]
+    assert why.startswith("held by pids 28-35 (sglang::scheduler_TP0-7) " + "x" * 30 + " GPUs 0-7:")
+    assert why.endswith(" ... (+11 words) (+1 more reason)")
+    kept = why.split(" ... ")[0]
+    assert long.startswith(kept) and long[len(kept)] == " "
+
+
+def test_control_characters_never_reach_the_terminal():
+    table = _report.summary_table([outcome(host="gpu\x1b[2J", reasons=["held by pid 7 (evil\x1b]0;x\x07\nline)"])])
+    assert "\x1b" not in table and "\x07" not in table
+    assert len(table.splitlines()) == 3
+    assert "gpu\\x1b[2J" in table and "evil\\x1b]0;x\\x07\\nline" in table
+
+
+def test_summary_lines_recognise_only_a_summary_table():
+    table = _report.summary_table([outcome(host="gpu\x1b[2J")])
+    assert _report.summary_lines(table) == table.splitlines()
+    assert _report.summary_lines(table.splitlines()) == table.splitlines()
+    assert _report.summary_lines(["gpu\x1b[2J"] + table.splitlines()) is None
+    assert _report.summary_lines(["HOST  VERDICT", "x"]) is None
+    assert _report.summary_lines({"msg": table}) is None and _report.summary_lines([]) is None
+    # A raw control character in a list given by hand is spelled out too.
+    assert _report.summary_lines([table.splitlines()[0], "a\x1bb"])[1] == "a\\x1bb"
+
+
+def test_verdict_of_row():
+    lines = _report.summary_table([outcome(), outcome("gpu-2", "clean", [])]).splitlines()
+    assert [_report.verdict_of_row(line) for line in lines] == [None, "busy", "clean", None]
