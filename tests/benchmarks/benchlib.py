@@ -1009,23 +1009,69 @@ def _where(filename: str, function: str) -> str:
     """file:function, with the collection's files named from the collection root (the payload's zip path cut off)."""
     if COLLECTION_PATH in filename:
         filename = filename.split(COLLECTION_PATH, 1)[1]
+    elif ".zip/" in filename:  # ansible's own module_utils, shipped in the AnsiballZ payload
+        filename = filename.split(".zip/", 1)[1]
     elif "/lib/python" in filename:
         filename = "stdlib/" + filename.rsplit("/lib/python", 1)[1].split("/", 1)[-1]
     return f"{filename}:{function}"
 
 
+def _callers(entry: tuple, top: int = 3) -> list[dict]:
+    """Who called a function, by the CPU it spent for each of them."""
+    callers = entry[4]
+    ranked = sorted(callers.items(), key=lambda item: -item[1][2])[:top]
+    return [{"where": _where(filename, function), "own_cpu_s": round(values[2], 4)}
+            for (filename, _line, function), values in ranked]
+
+
+def _regex_compiles(stats) -> list[dict]:
+    """Who compiles regular expressions (re.compile, CPU with callees), most first: module-level patterns cost
+    every run, since nothing is cached between module runs."""
+    entry = next((value for (filename, _line, function), value in stats.stats.items()
+                  if function == "compile" and filename.endswith("/re/__init__.py")), None)
+    if entry is None:
+        return []
+    ranked = sorted(entry[4].items(), key=lambda item: -item[1][3])
+    return [{"where": _where(filename, function), "patterns": values[1], "cpu_s_with_callees": round(values[3], 4)}
+            for (filename, _line, function), values in ranked]
+
+
+def _phase_split(rows: list[dict], total: float) -> dict:
+    """The module's main() against everything before it (unpacking, imports: the interpreter's start is not here)."""
+    main = max((row["cpu_s_with_callees"] for row in rows
+                if row["where"].startswith("plugins/modules/") and row["where"].endswith(":main")), default=0.0)
+    module_file = max((row["cpu_s_with_callees"] for row in rows
+                       if row["where"].startswith("plugins/modules/") and row["where"].endswith(":<module>")), default=0.0)
+    return {"main_cpu_s": round(main, 4), "collection_imports_cpu_s": round(module_file - main, 4),
+            "before_the_module_cpu_s": round(total - module_file, 4)}
+
+
 def hot_spots(stats, top: int = 15) -> dict:
-    """The functions that spend the most CPU themselves (tottime) and, of the collection's, the most in all (cumtime)."""
-    rows = [{"where": _where(filename, function), "line": line, "calls": calls, "own_cpu_s": round(tottime, 4),
-             "cpu_s_with_callees": round(cumtime, 4)}
-            for (filename, line, function), (_prim, calls, tottime, cumtime, _callers) in stats.stats.items()]
+    """The functions that spend the most CPU themselves (tottime, with their main callers), the collection's by
+    CPU with callees (cumtime) and by file, and the split between main() and the imports before it."""
+    rows, by_file = [], {}
+    for key, entry in stats.stats.items():
+        filename, line, function = key
+        row = {"where": _where(filename, function), "line": line, "calls": entry[1], "own_cpu_s": round(entry[2], 4),
+               "cpu_s_with_callees": round(entry[3], 4), "key": key}
+        rows.append(row)
+        if row["where"].startswith("plugins/"):
+            name = row["where"].split(":", 1)[0]
+            by_file[name] = by_file.get(name, 0.0) + entry[2]
     own = sorted(rows, key=lambda row: -row["own_cpu_s"])[:top]
+    for row in own[:5]:
+        row["callers"] = _callers(stats.stats[row["key"]])
     ours = sorted((row for row in rows if row["where"].startswith("plugins/")),
                   key=lambda row: -row["cpu_s_with_callees"])[:top]
-    return {"total_cpu_s": round(stats.total_tt, 4), "by_own_cpu": own, "collection_by_cpu_with_callees": ours}
+    for row in rows:
+        row.pop("key")
+    return {"total_cpu_s": round(stats.total_tt, 4), **_phase_split(rows, stats.total_tt), "by_own_cpu": own,
+            "collection_by_cpu_with_callees": ours, "regex_compiles": _regex_compiles(stats),
+            "collection_own_cpu_by_file": {name: round(value, 4)
+                                           for name, value in sorted(by_file.items(), key=lambda item: -item[1])}}
 
 
-def profile_module(backend: str, log=print) -> dict:
+def profile_module(backend: str, keep: str | None = None, log=print) -> dict:
     """One reset of one simulated host (a TP8 server up) through reset_gpus.yml, its module runs under cProfile."""
     import pstats  # pylint: disable=import-outside-toplevel
     sim = Fleet("bp")
@@ -1046,7 +1092,11 @@ def profile_module(backend: str, log=print) -> dict:
         if run.rc != 0 or not files:
             result["stdout_tail"] = run.stdout_tail
         if files:
-            result.update(hot_spots(pstats.Stats(*files)))
+            stats = pstats.Stats(*files)
+            result.update(hot_spots(stats))
+            if keep:  # for `python -m pstats` or snakeviz
+                stats.dump_stats(keep)
+                result["profile_file"] = keep
         log(f"  profile, backend {backend}: rc {run.rc}, {len(files)} module runs, "
             f"{result.get('total_cpu_s')} CPU-s inside the profiled interpreters")
         return result

@@ -225,24 +225,35 @@ def fit_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _profile_rows(rows: list[dict], top: int) -> list[str]:
+    lines = ["| function | calls | own CPU-s | with callees CPU-s | own CPU spent for |", "|---|---|---|---|---|"]
+    for row in rows[:top]:
+        callers = ", ".join(f"`{caller['where']}` {caller['own_cpu_s']}" for caller in row.get("callers", []))
+        lines.append(f"| `{row['where']}` | {row['calls']} | {row['own_cpu_s']} | {row['cpu_s_with_callees']} | "
+                     f"{callers or '-'} |")
+    return lines
+
+
+def _one_profile(found: dict, top: int) -> str:
+    lines = [f"Backend {found['backend']}: {found['module_runs']} module run(s), {found['total_cpu_s']} CPU-s inside "
+             f"the profiled interpreter (cProfile's own overhead included): {found['before_the_module_cpu_s']} before "
+             f"the module's file runs (AnsiballZ, ansible's module_utils), {found['collection_imports_cpu_s']} "
+             f"importing the collection's module_utils, {found['main_cpu_s']} in the module's `main()`.", "",
+             "Most CPU of their own:", ""]
+    lines += _profile_rows(found["by_own_cpu"], top)
+    lines += ["", "The collection's functions, by CPU with callees:", ""]
+    lines += _profile_rows(found["collection_by_cpu_with_callees"], top)
+    own = ", ".join(f"`{name}` {value}" for name, value in list(found["collection_own_cpu_by_file"].items())[:6])
+    regex = ", ".join(f"`{entry['where']}` {entry['patterns']} patterns {entry['cpu_s_with_callees']} CPU-s"
+                      for entry in found.get("regex_compiles", [])[:8])
+    lines += ["", f"The collection's files, own CPU-s: {own}.", "",
+              f"Regular expressions compiled in the run (every run compiles them again): {regex or 'none'}."]
+    return "\n".join(lines)
+
+
 def profile_table(profiles: list[dict], top: int = 10) -> str:
-    blocks = []
-    for found in profiles:
-        if not found.get("by_own_cpu"):
-            blocks.append(f"Backend {found['backend']}: no profile (rc {found.get('rc')}).")
-            continue
-        lines = [f"Backend {found['backend']}: {found['module_runs']} module runs, {found['total_cpu_s']} CPU-s inside "
-                 "the profiled interpreters (cProfile counting CPU time; the payload's unpacking and the "
-                 "interpreter's start come before the profiler and are not in it).", "",
-                 "| function (own CPU) | calls | own CPU-s | with callees CPU-s |", "|---|---|---|---|"]
-        lines += [f"| `{row['where']}` | {row['calls']} | {row['own_cpu_s']} | {row['cpu_s_with_callees']} |"
-                  for row in found["by_own_cpu"][:top]]
-        lines += ["", "| the collection's functions (with callees) | calls | own CPU-s | with callees CPU-s |",
-                  "|---|---|---|---|"]
-        lines += [f"| `{row['where']}` | {row['calls']} | {row['own_cpu_s']} | {row['cpu_s_with_callees']} |"
-                  for row in found["collection_by_cpu_with_callees"][:top]]
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+    return "\n\n".join(_one_profile(found, top) if found.get("by_own_cpu")
+                        else f"Backend {found['backend']}: no profile (rc {found.get('rc')})." for found in profiles)
 
 
 def markdown(summary: dict) -> str:

@@ -172,7 +172,8 @@ def _main(argv: list[str]) -> int:
         save()
     if not args.smoke and not args.no_profile:
         print("where a module run's CPU goes: cProfile of one reset on one host, per backend")
-        results["module_profile"] = [benchlib.profile_module(backend) for backend in ("nvidia-smi", "nvml")]
+        results["module_profile"] = [benchlib.profile_module(backend, f"{os.path.splitext(path)[0]}-{backend}.prof")
+                                     for backend in ("nvidia-smi", "nvml")]
         save()
     results["cost_model"] = costmodel.summarize(results)
     print(costmodel.markdown(results["cost_model"]))
