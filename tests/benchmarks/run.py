@@ -38,6 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=3, help="repetitions of every variant at every size")
     parser.add_argument("--big-reps", type=int, default=1,
                         help=f"repetitions at {BIG} hosts and more (fewer: their minutes and memory are the largest)")
+    parser.add_argument("--variants", help="only these plays of the local plan, comma-separated (e.g. reset,floor)")
     parser.add_argument("--no-profile", action="store_true",
                         help="skip the cProfile of one module run per backend (where the host-side CPU goes)")
     parser.add_argument("--smoke", action="store_true", help="1 host, 1 repetition, reset and floor only, an SSH login")
@@ -91,10 +92,20 @@ def ssh_plan(extras: bool, mitogen: bool) -> list[tuple[str, Transport]]:
 def fits(size: int, per_host_mib: float | None) -> tuple[bool, str]:
     """A fleet size is run only if the memory it needs (measured per host at a smaller size) fits twice over."""
     available = benchlib.mem_available_mib()
-    need = size * (per_host_mib or 200.0)
+    # Before any measurement: a host with its server (about 100 MiB PSS) and its fork and module run (about 35 MiB at
+    # the peak), as measured at 8 hosts on the machine this was written on.
+    need = size * (per_host_mib or 150.0)
     if need * 2 > available:
         return False, f"needs about {need:.0f} MiB for {size} hosts, {available} MiB available (want twice as much)"
     return True, ""
+
+
+def _mib_per_host(fleet_result: dict) -> float:
+    """Memory one host of this fleet needed: the hosts with their servers, plus the runs' peak (forks, module runs)."""
+    setup = fleet_result["setup"]
+    peak = max(((run.get("memory") or {}).get("peak_need_mib") or 0 for run in fleet_result["runs"]), default=0)
+    hosts = max(setup.get("mem_available_drop_mib") or 0, 0) + peak
+    return max(hosts / fleet_result["size"], setup["mib_per_host_with_server"])
 
 
 def _terminate(signum, _frame) -> None:
@@ -153,10 +164,12 @@ def _main(argv: list[str]) -> int:
             continue
         print(f"{size} hosts, local connection (gpusim), forks {size}")
         first = size == sizes[0] and not args.cost
-        fleet_result = benchlib.measure(size, args.big_reps if size >= BIG else reps, local_plan(size, extras, args.smoke, args.cost),
+        plan = [entry for entry in local_plan(size, extras, args.smoke, args.cost)
+                if not args.variants or entry[0] in args.variants.split(",")]
+        fleet_result = benchlib.measure(size, args.big_reps if size >= BIG else reps, plan,
                                         calibration_reps=(3 if args.smoke else 20) if first else 0,
                                         with_anatomy=first and not args.smoke)
-        per_host = max(per_host or 0.0, fleet_result["setup"]["mib_per_host_with_server"])
+        per_host = max(per_host or 0.0, _mib_per_host(fleet_result))
         results["fleets"].append(fleet_result)
         save()
     if args.smoke:

@@ -139,8 +139,8 @@ def _slices_lines(reach: dict) -> list[str]:
             f"execution nodes; each pays the fixed cost once and its own per-host cost: with {cores}-core nodes, "
             + ", ".join(f"{count} slices about {hosts} hosts" for count, hosts in sorted(slices.items()))
             + " within a minute. The summary table and reports are per slice.",
-            "- *No controller in the loop.* `ansible-pull` on each host: the controller CPU disappears, each host pays "
-            "its host-side CPU above."]
+            ("- *No controller in the loop.* `ansible-pull` on each host: the controller CPU disappears, each host "
+             "pays its host-side CPU above.")]
 
 
 def main(argv: list[str]) -> int:

@@ -27,7 +27,7 @@ from gpusim.testing import REPO, Fleet, alive, run_playbook, wait_for_gpu_holder
 # pylint: enable=wrong-import-position
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
-ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
+ROLE_PREFIX = "gpuops.hygiene.gpu_reset : "
 KNOBS = {"term_delay_s": 0.5}
 RELEASE_LAG_S = 1.0
 # Before: the same states through reset_gpus.yml with the role's defaults on one simulated host, before settling
@@ -67,6 +67,17 @@ def broken_host(sim: Fleet, fault: str) -> tuple[str, dict]:
     return host, {}
 
 
+def one_run_result(run, host: str) -> dict:
+    """The result of the role's one module run (gpu_host_reset) on this host, found by its shape, not its task name:
+    the read before, the stop and the read after as parts of one result."""
+    for record in reversed(run.records):
+        result = record["result"]
+        if (record["host"] == host and record["task"].startswith(ROLE_PREFIX)
+                and isinstance(result.get("kill"), dict) and isinstance(result.get("after"), dict)):
+            return result
+    raise AssertionError(f"no gpu_host_reset result on {host}; ran: {[r['task'] for r in run.records]}\n{run.stdout}")
+
+
 def _verdict_at(result: dict) -> float | None:
     facts = (result.get("after") or {}).get("ansible_facts", {}).get("gpu_memory")
     if not facts:
@@ -91,7 +102,7 @@ def measure(fault: str, size: int) -> dict:
         run = run_playbook(RESET, sim.inventory(), {}, limit=",".join(hosts), args=["-f", str(len(hosts))])
         record = {"fault": fault, "hosts": len(hosts), "rc": run.rc, "wall_s": round(run.elapsed_s, 2), "per_host": {}}
         for name in hosts:
-            result = run.result(ONE_RUN, name)
+            result = one_run_result(run, name)
             verdict = run.reset_verdict(name)
             at = _verdict_at(result)
             record["per_host"][name] = {
