@@ -18,30 +18,36 @@ def verdict_section(records: list[dict], source: str) -> str:
     if not records:
         return ""
     met = sum(1 for record in records if record["met"])
+    defaults, kill = verdicts.role_defaults(), verdicts.kill_constants()
+    goals = verdicts.GOAL_S
     return f"""## Time to a settled verdict
 
-A host that cannot become clean used to get its verdict only when the whole wait timeout (60 s) had passed. The wait
-now stops once nothing can change the outcome (`settled_because` in the result; see `plugins/module_utils/_settle.py`
+A host that cannot become clean used to get its verdict only when the whole wait timeout had passed. The wait now
+stops once nothing can change the outcome (`settled_because` in the result; see `plugins/module_utils/_settle.py`
 and docs/fault-matrix.md R01-R06), with the wait timeout as the hard upper bound.
 
-**Method.** `reset_gpus.yml` with the role's defaults (`gpu_reset_wait_timeout` 60, `gpu_reset_settle_window` 5,
-`gpu_reset_poll_interval` 0.25), the local connection, forks = hosts, on simulated hosts as above (SGLang server TP 8,
-exit 0.5 s after SIGTERM, driver release lag 1.0 s). One host, or 8 hosts of which 7 are healthy and one broken: the
-broken host gets its server, then its fault (the driver not loaded; GPU 5 missing; 2048 MiB leaked on GPU 4 with no
-process; a Proxmox container whose GPU 7 another container holds, the reset scoped to the container; a TP worker frozen
-in the cgroup v1 freezer, state D). *Time to verdict* = from the spawn of `ansible-playbook` to the broken host's
-verdict (the module's last read after the stop, its `collected_at`); the healthy hosts' column says when the last of
-them had its verdict (the broken host does not hold them back). *Before*: the same states through the same playbook
-before this change, as reported in the project's issue 11. Goal: 5 s, plus the settle window (5 s) for a leak, at most
-30 s for a holder in state D. `tests/benchmarks/verdicts.py`, results `{source}`.
+**Method.** `reset_gpus.yml` with the role's defaults (`gpu_reset_wait_timeout` {defaults['gpu_reset_wait_timeout']},
+`gpu_reset_settle_window` {defaults['gpu_reset_settle_window']}, `gpu_reset_poll_interval`
+{defaults['gpu_reset_poll_interval']}), the local connection, forks = hosts, on simulated hosts as above (SGLang
+server TP 8, exit {verdicts.KNOBS['term_delay_s']} s after SIGTERM, driver release lag {verdicts.RELEASE_LAG_S} s).
+One host, or fleets of which all hosts but one are healthy: the broken host gets its server, then its fault (the
+driver not loaded; GPU {verdicts.MISSING_GPU} missing; {verdicts.LEAK_MIB} MiB leaked on GPU {verdicts.LEAK_GPU} with
+no process; a Proxmox container whose GPU {verdicts.SHARED_GPU} another container holds, the reset scoped to the
+container; a TP worker frozen in the cgroup v1 freezer, state D). *Time to verdict* = from the spawn of
+`ansible-playbook` to the broken host's verdict (the module's last read after the stop, its `collected_at`); the
+healthy hosts' column says when the last of them had its verdict (the broken host does not hold them back).
+*Before*: the same states through the same playbook before this change, as reported in the project's issue 11.
+Goal: {goals['driver_not_loaded']:g} s, plus the settle window for a leak ({goals['leak']:g} s), at most
+{goals['d_state']:g} s for a holder in state D. `tests/benchmarks/verdicts.py`, results `{source}`.
 
 {verdicts.markdown(records)}
 
-{met} of {len(records)} rows meet their goal. The D-state row is the kill's work: a target in state D for 3 s gets
-SIGKILL (instead of waiting for the grace period, 90 s with `servers: [all]`), is given up as unkillable 3 s after that
-SIGKILL had no effect (reported with its state and kernel wait channel), and the rest of its server (its parent,
-which waits for its workers, and multiprocessing's resource tracker, which waits for its pipe to close) gets SIGKILL
-with it; the wait then settles `unkillable` once the memory has not gone down for the settle window.
+{met} of {len(records)} rows meet their goal. The D-state row is the kill's work: a target in state D for
+{kill.get('D_STATE_KILL_AFTER_S')} s gets SIGKILL (instead of waiting for the whole grace period), is given up as
+unkillable {kill.get('D_STATE_UNKILLABLE_AFTER_S')} s after that SIGKILL had no effect (reported with its state and
+kernel wait channel), and the rest of its server (its parent, which waits for its workers, and multiprocessing's
+resource tracker, which waits for its pipe to close) gets SIGKILL with it; the wait then settles `unkillable` once the
+memory has not gone down for the settle window.
 """
 
 
