@@ -116,8 +116,8 @@ def _forks_lines(reach: dict) -> list[str]:
                      f"so this machine's free memory holds about {reach.get('forks_fit_here')} at once.")
     if reach.get("waves_per_minute") is not None:
         lines.append(f"- *Waves.* With `-f {reach['largest_hosts']}`, hosts go in waves of {reach['largest_hosts']}, "
-                     f"each taking about the measured {reach['largest_wall_s']} s: {reach['waves_per_minute']} waves, "
-                     f"{reach['hosts_in_waves_per_minute']} hosts within a minute on this machine.")
+                     f"each taking about the measured {reach['largest_wall_s']} s: waves within a minute "
+                     f"{reach['waves_per_minute']}, hosts {reach['hosts_in_waves_per_minute']} on this machine.")
     return lines
 
 
