@@ -52,7 +52,7 @@ units: build
 	$(PYTEST) tests/unit tests/simulator/tests
 
 integration: build tools
-	$(PYTEST) tests/integration tests/benchmarks/test_smoke.py tests/benchmarks/test_names.py
+	$(PYTEST) tests/integration tests/benchmarks/test_smoke.py tests/benchmarks/test_names.py tests/benchmarks/test_costmodel.py
 
 molecule: build
 	tests/tools/molecule
