@@ -641,6 +641,7 @@ manual/reset >= 3 (measured: {_f(reset8.get('median_s'))} s). Left, ordered by e
         if section:
             add(section)
 
+    reach = (results.get("cost_model") or {}).get("reach") or {}
     add("## Scaling to thousands of hosts\n")
     add(f"""**Measured here:** up to {max(sizes) if sizes else '-'} simulated hosts with forks = hosts on a 2-core controller that also runs
 every host. Wall time grows linearly ({_f(fit.get('slope_s_per_host'), 3)} s per host, R^2 {_f(fit.get('r2'), 3)}) because the
@@ -651,8 +652,10 @@ per-host CPU (controller {_f(cpu_reset, 2)} CPU-s + host {_f(cpu_reset_in, 2)} C
 - On a real fleet the host's share runs on the host. What stays on the controller is about {_f(cpu_reset, 2)} CPU-s per host
   per reset (the no-op play: {_f(cpu_floor, 2)}), so 1000 hosts need about {_f((cpu_reset or 0) * 1000 / 8, 0)} s of an 8-core
   controller for the reset's Ansible work alone, before any waiting; fewer light tasks would cut that most.
-- Forks: each host of a run needed about {_f(((results.get("cost_model") or {}).get("reach") or {}).get("controller_mib_per_fork"), 1)} MiB at the peak here (its fork on the controller and
-  its module run, see the cost section), so this machine's free memory held about {_f(((results.get("cost_model") or {}).get("reach") or {}).get("forks_fit_here"), 0)} such hosts at once. Use `-f` in the hundreds and rolling batches with `serial` (`-e gpu_reset_serial=100` or `"10%"`),
+- Forks: each host of a run needed about {_f(reach.get("controller_mib_per_fork"), 1)} MiB at the peak here (its fork on the
+  controller and its module run, see the cost section), so this machine's free memory held about
+  {_f(reach.get("forks_fit_here"), 0)} such hosts at once. Use `-f` in the hundreds and rolling batches with `serial`
+  (`-e gpu_reset_serial=100` or `"10%"`),
   which the playbook already exposes; each batch pays the play's fixed cost (start of tasks, barriers) again, and the
   summary covers the whole run.
 - AWX / Ansible Automation Platform: a job template with **job slicing** splits the inventory into N slices run as N

@@ -242,11 +242,11 @@ def _profile_rows(rows: list[dict], top: int) -> list[str]:
 
 
 def _one_profile(found: dict, top: int) -> str:
-    lines = [(f"Backend {found['backend']}: {found['module_runs']} module run(s), {found['total_cpu_s']} CPU-s inside "
-             f"the profiled interpreter (cProfile's own overhead included): {found['before_the_module_cpu_s']} before "
-             f"the module's file runs (AnsiballZ, ansible's module_utils), {found['collection_imports_cpu_s']} "
-             f"importing the collection's module_utils, {found['main_cpu_s']} in the module's `main()`."), "",
-             "Most CPU of their own:", ""]
+    head = (f"Backend {found['backend']}: {found['module_runs']} module run(s), {found['total_cpu_s']} CPU-s inside "
+            f"the profiled interpreter (cProfile's own overhead included): {found['before_the_module_cpu_s']} before "
+            f"the module's file runs (AnsiballZ, ansible's module_utils), {found['collection_imports_cpu_s']} "
+            f"importing the collection's module_utils, {found['main_cpu_s']} in the module's `main()`.")
+    lines = [head, "", "Most CPU of their own:", ""]
     lines += _profile_rows(found["by_own_cpu"], top)
     lines += ["", "The collection's functions, by CPU with callees:", ""]
     lines += _profile_rows(found["collection_by_cpu_with_callees"], top)
@@ -259,8 +259,9 @@ def _one_profile(found: dict, top: int) -> str:
 
 
 def profile_table(profiles: list[dict], top: int = 10) -> str:
-    return "\n\n".join(_one_profile(found, top) if found.get("by_own_cpu")
-                        else f"Backend {found['backend']}: no profile (rc {found.get('rc')})." for found in profiles)
+    blocks = [_one_profile(found, top) if found.get("by_own_cpu")
+              else f"Backend {found['backend']}: no profile (rc {found.get('rc')})." for found in profiles]
+    return "\n\n".join(blocks)
 
 
 def markdown(summary: dict) -> str:
