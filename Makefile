@@ -63,7 +63,7 @@ system: build
 	$(PYTEST) tests/system tests/simulator/tests
 
 integration: build tools
-	$(PYTEST) tests/integration tests/benchmarks/test_smoke.py
+	$(PYTEST) tests/integration tests/benchmarks/test_smoke.py tests/benchmarks/test_names.py tests/benchmarks/test_costmodel.py
 
 molecule: build
 	tests/tools/molecule

@@ -641,6 +641,7 @@ manual/reset >= 3 (measured: {_f(reset8.get('median_s'))} s). Left, ordered by e
         if section:
             add(section)
 
+    reach = (results.get("cost_model") or {}).get("reach") or {}
     add("## Scaling to thousands of hosts\n")
     add(f"""**Measured here:** up to {max(sizes) if sizes else '-'} simulated hosts with forks = hosts on a 2-core controller that also runs
 every host. Wall time grows linearly ({_f(fit.get('slope_s_per_host'), 3)} s per host, R^2 {_f(fit.get('r2'), 3)}) because the
@@ -651,8 +652,10 @@ per-host CPU (controller {_f(cpu_reset, 2)} CPU-s + host {_f(cpu_reset_in, 2)} C
 - On a real fleet the host's share runs on the host. What stays on the controller is about {_f(cpu_reset, 2)} CPU-s per host
   per reset (the no-op play: {_f(cpu_floor, 2)}), so 1000 hosts need about {_f((cpu_reset or 0) * 1000 / 8, 0)} s of an 8-core
   controller for the reset's Ansible work alone, before any waiting; fewer light tasks would cut that most.
-- Forks: each fork is a process of about 50-60 MiB on the controller; hundreds are practical on a large controller,
-  thousands are not. Use `-f` in the hundreds and rolling batches with `serial` (`-e gpu_reset_serial=100` or `"10%"`),
+- Forks: each host of a run needed about {_f(reach.get("controller_mib_per_fork"), 1)} MiB at the peak here (its fork on the
+  controller and its module run, see the cost section), so this machine's free memory held about
+  {_f(reach.get("forks_fit_here"), 0)} such hosts at once. Use `-f` in the hundreds and rolling batches with `serial`
+  (`-e gpu_reset_serial=100` or `"10%"`),
   which the playbook already exposes; each batch pays the play's fixed cost (start of tasks, barriers) again, and the
   summary covers the whole run.
 - AWX / Ansible Automation Platform: a job template with **job slicing** splits the inventory into N slices run as N
@@ -666,20 +669,24 @@ per-host CPU (controller {_f(cpu_reset, 2)} CPU-s + host {_f(cpu_reset_in, 2)} C
 """)
 
     add("## How to rerun\n")
-    add("""```
+    elapsed = (results.get("meta") or {}).get("elapsed_s")
+    took = f"{elapsed / 60:.0f} min for this page's run" if elapsed else "minutes"
+    add(f"""```
 make benchmark                                         # build, then the full run below, then this page
 make build                                             # the benchmark runs the installed collection
-sudo .venv/bin/python tests/benchmarks/run.py --hosts 1,8,32,64 --reps 3 --doc   # full run, ~45 min on 2 cores
+sudo .venv/bin/python tests/benchmarks/run.py --hosts 1,8,32,64 --reps 3 --doc   # full run, {took}
 sudo .venv/bin/python tests/benchmarks/run.py --smoke  # 1 host, 1 repetition, ~30 s
 sudo .venv/bin/python tests/benchmarks/run.py --cost --hosts 1,8,32,64 --reps 3   # only the cost split (reset, no-op)
 sudo .venv/bin/python tests/benchmarks/verdicts.py --sizes 1,8 --out V.json        # only the time to a settled verdict
-.venv/bin/python tests/benchmarks/report.py tests/benchmarks/results/RESULTS.json \
+.venv/bin/python tests/benchmarks/report.py tests/benchmarks/results/RESULTS.json \\
     [--baseline EARLIER.json=LABEL ...]  # rewrite this page, the plot and tests/benchmarks/summary.json
 .venv/bin/python -m pytest -c tests/pytest.ini tests/benchmarks                   # the smoke test
 ```
 
-Options: `--verdict-sizes 1,8` (the time-to-verdict runs of a full run; empty: none), `--cost` (only the reset and the
-no-op play, for the cost split), `--ssh-hosts N` (0 skips SSH), `--no-extras` (no strategy free, no SSH without
+Options: `--verdict-sizes 1,8` (the time-to-verdict runs of a full run; empty: none), `--cost` (only the reset with
+both backends and the no-op play, for the cost split), `--big-reps N` (repetitions at 32 hosts and more, default 1;
+at 64 hosts only the reset and the no-op play run), `--variants reset,floor` (only these plays), `--no-profile` (no
+cProfile of a module run), `--ssh-hosts N` (0 skips SSH), `--no-extras` (no strategy free, no SSH without
 pipelining, no mitogen),
 `--no-mitogen`, `--quiet-threshold`, `--quiet-wait`, and `--doc --baseline EARLIER.json=LABEL` (repeatable, oldest
 first; the label says what that version did differently). Full results are JSON in

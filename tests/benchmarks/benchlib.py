@@ -38,7 +38,7 @@ TESTS = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(TESTS, "simulator"))
 
 # pylint: disable=wrong-import-position
-from gpusim import fleet, ssh  # noqa: E402
+from gpusim import fleet, nvml, paths, ssh  # noqa: E402
 from gpusim.inventory import render  # noqa: E402
 from gpusim.inventory import host_vars as local_vars  # noqa: E402
 from gpusim.testing import COLLECTIONS, PLUGINS, REPO, Fleet, ansible_env, tool  # noqa: E402
@@ -56,12 +56,13 @@ SIMULATED_RELEASE_S = TERM_DELAY_S + RELEASE_LAG_S
 TP = 8
 KNOBS = {"term_delay_s": TERM_DELAY_S}
 
-WAIT_TASK = "gpuops.hygiene.gpu_reset : Wait until every GPU is free (polling inside the module)"
-# Since gpu_host_reset (b92b829) the role's default path is one task: the reads and the stop are parts of its result.
-ONE_TASK_PREFIX = "gpuops.hygiene.gpu_reset : Reset the host in one module run"
-BEFORE_TASK = "gpuops.hygiene.gpu_reset : Read the GPUs before the reset"
-KILL_TASK = "gpuops.hygiene.gpu_reset : Stop the inference servers"
-OUTCOME_TASK = "gpuops.hygiene.gpu_reset : Record the outcome of the steps"
+# The role's tasks, found by their module (names change; a module stays): the default path is one gpu_host_reset
+# task whose result holds the reads and the stop as parts; the step-by-step path (gpu_reset_wait_mode: until) reads,
+# stops and waits in tasks of their own, which are told apart by their place (the last facts task is the wait).
+ROLE_PREFIX = "gpuops.hygiene.gpu_reset : "
+ONE_RUN_ACTION = "gpuops.hygiene.gpu_host_reset"
+FACTS_ACTION = "gpuops.hygiene.gpu_memory_facts"
+KILL_ACTION = "gpuops.hygiene.inference_server_kill"
 SMI_TASK = "Show the GPU memory"
 KILL_RECIPE_TASK = "Kill every process whose command line contains sglang"
 
@@ -69,11 +70,22 @@ VARIANTS = {
     # name: (playbook, needs servers, extra vars)
     "reset": (RESET_FQCN, True, {}),
     "reset_free": (RESET_FQCN, True, {"gpu_reset_strategy": "free"}),
+    "reset_nvml": (RESET_FQCN, True, {"gpu_reset_backend": "nvml"}),
     "manual": (os.path.join(PLAYBOOKS, "manual_recipe.yml"), True, {}),
     "floor": (os.path.join(PLAYBOOKS, "noop.yml"), False, {}),
     "wait_only": (os.path.join(PLAYBOOKS, "wait_only.yml"), True, {}),
 }
 WAIT_ONLY_TASK = "Wait until every GPU is free"
+# Inside a host: the fake libnvidia-ml and the real nvidia-ml-py binding (gpusim.nvml.build), for the NVML variant.
+NVML_ENV = {"LD_LIBRARY_PATH": "/run/gpusim/lib/nvml", "PYTHONPATH": "/run/gpusim/lib/nvml/python"}
+
+
+def ensure_nvml() -> None:
+    """Build the fake libnvidia-ml where every simulated host sees it (the NVML backend's runs need it)."""
+    try:
+        nvml.build(os.path.join(paths.LIB, "nvml"))
+    except nvml.BuildError as error:
+        raise BenchError(f"cannot set up NVML for the simulator: {error}") from error
 
 
 class BenchError(Exception):
@@ -130,6 +142,42 @@ def _first_number(path: str, prefix: str) -> int:
 def hosts_cpu_s(names: list[str]) -> float:
     """CPU seconds used so far by every process that ran in these hosts' cgroups (cgroup2 cpu.stat, descendants included)."""
     return sum(_first_number(f"/sys/fs/cgroup/unified/gpusim/{name}/cpu.stat", "usage_usec") for name in names) / 1e6
+
+
+MODULE_SUBGROUP = "bench-module"  # connection/gpusim_bench.py moves every module run there, inside the host's group
+
+
+def host_side_cpu(names: list[str]) -> dict[str, float]:
+    """Host-side CPU-seconds so far, by who spent them: every process of the hosts, the module runs (their cgroup,
+    the tools they start included), the fake driver tools (their own records) and the hosts' inits (the driver)."""
+    tools: dict[str, float] = {}
+    for name in names:
+        for key, value in fleet.tool_cpu_s(name).items():
+            tools[key] = tools.get(key, 0.0) + value
+    return {
+        "hosts": hosts_cpu_s(names),
+        "module_group": sum(_first_number(f"/sys/fs/cgroup/unified/gpusim/{name}/{MODULE_SUBGROUP}/cpu.stat",
+                                          "usage_usec") for name in names) / 1e6,
+        "driver": sum(fleet.init_cpu_s(name) for name in names),
+        **{f"tool_{key}": value for key, value in tools.items()},
+    }
+
+
+def split_host_cpu(before: dict[str, float], after: dict[str, float], hosts: int) -> dict:
+    """Per reset (per host): the module's own CPU, the fake tools', the simulated driver's and the simulated engines'."""
+    delta = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in set(after) | set(before)}
+    tools = sum(value for key, value in delta.items() if key.startswith("tool_") and not key.endswith("_calls"))
+    split = {
+        "host_total_s": delta["hosts"] / hosts,
+        "module_s": (delta["module_group"] - tools) / hosts,
+        "fake_tools_s": tools / hosts,
+        "driver_s": delta["driver"] / hosts,
+        "engines_s": (delta["hosts"] - delta["module_group"] - delta["driver"]) / hosts,
+    }
+    split = {key: round(value, 4) for key, value in split.items()}
+    split["tool_calls"] = {key[len("tool_"):-len("_calls")]: round(value / hosts, 2) for key, value in delta.items()
+                           if key.startswith("tool_") and key.endswith("_calls")}
+    return split
 
 
 CONTROLLER_CGROUP = "/sys/fs/cgroup/unified/gpubench-controller"
@@ -289,6 +337,27 @@ def worker_pids(names: list[str]) -> dict[int, str]:
     return found
 
 
+class MemWatch(threading.Thread):
+    """The machine's lowest MemAvailable during a run (sampled twice a second): what the run needed at its peak."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.before = mem_available_mib()
+        self.lowest = self.before
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.5):
+            self.lowest = min(self.lowest, mem_available_mib())
+
+    def stop(self) -> dict:
+        self.stopped.set()
+        self.join()
+        self.lowest = min(self.lowest, mem_available_mib())
+        return {"available_before_mib": self.before, "available_lowest_mib": self.lowest,
+                "peak_need_mib": self.before - self.lowest}
+
+
 class ExitWatch(threading.Thread):
     """Records when each watched process exits (wall clock), through pidfds: no polling, no load."""
 
@@ -445,9 +514,17 @@ class Transport:
     pipelining: bool = True
     mitogen: bool = False
     control_dir: str | None = None
+    interpreter: str | None = None  # inside the host, in place of /usr/bin/python3 (the profiling wrapper)
 
     def host_vars(self, name: str) -> dict:
-        return ssh.host_vars(name) if self.name == "ssh" else local_vars(name)
+        if self.name == "ssh":
+            return ssh.host_vars(name)
+        found = local_vars(name)
+        if self.interpreter:
+            found["ansible_python_interpreter"] = self.interpreter
+        if not self.mitogen:  # the module runs counted apart (mitogen keeps its own connection types)
+            found["ansible_connection"] = "gpusim_bench"
+        return found
 
     def label(self) -> str:
         label = self.name
@@ -497,6 +574,8 @@ def run_play(playbook: str, names: list[str], transport: Transport, variant: str
             "BENCH_TIMING_PATH": timing_path,
             "ANSIBLE_PIPELINING": str(transport.pipelining),
             "ANSIBLE_COLLECTIONS_PATH": SNAPSHOT.get("path", COLLECTIONS),
+            "ANSIBLE_CONNECTION_PLUGINS": os.path.join(HERE, "connection") + ":" + os.path.join(PLUGINS, "connection"),
+            "GPUBENCH_MODULE_ENV": json.dumps(NVML_ENV if variant.endswith("_nvml") else {}),
         })
         extra_vars = dict(extra_vars or {})
         if transport.name == "ssh":
@@ -592,23 +671,45 @@ def phases(run: PlayRun) -> dict:
             "teardown_s": round(run.ended_at - stats, 3)}
 
 
+def action_records(timing: dict, action: str, role_only: bool = True) -> list[dict[str, dict]]:
+    """Per-host records of every task that ran this module, in order (the role's tasks only, by default)."""
+    return [task["hosts"] for task in timing.get("tasks", [])
+            if task.get("action") == action and (not role_only or task["name"].startswith(ROLE_PREFIX))]
+
+
+def _role_records(run: PlayRun) -> tuple[dict, dict, dict, dict]:
+    """The role's (before, stop, wait, verdict) records per host: one task for all four, or the steps' own tasks."""
+    one_run = action_records(run.timing, ONE_RUN_ACTION)
+    if one_run:
+        return one_run[0], one_run[0], one_run[0], one_run[0]
+    reads = action_records(run.timing, FACTS_ACTION)
+    kills = action_records(run.timing, KILL_ACTION)
+    before, wait = (reads[0], reads[-1]) if len(reads) > 1 else ({}, reads[0] if reads else {})
+    # The step-by-step path records its verdict as a fact of a set_fact task: the last one that carries it.
+    verdict: dict = {}
+    for task in run.timing.get("tasks", []):
+        for host, record in task["hosts"].items():
+            if (record.get("result") or {}).get("outcome"):
+                verdict[host] = record
+    return before, kills[0] if kills else {}, wait, verdict
+
+
 def judge_reset(run: PlayRun, names: list[str], watch: ExitWatch | None, polled: DriverPoll | None,
-                wait_task: str = WAIT_TASK) -> dict:
-    outcomes = task_records(run.timing, OUTCOME_TASK)
-    waits = task_records(run.timing, wait_task)
-    befores = task_records(run.timing, BEFORE_TASK)
-    kills = task_records(run.timing, KILL_TASK)
-    one_task = task_records(run.timing, ONE_TASK_PREFIX, prefix=True)
-    if wait_task == WAIT_TASK:
-        # The one module run returns the verdict itself; the step-by-step role records it in a task of its own.
-        source = one_task or outcomes
-        verdicts = {name: (source.get(name, {}).get("result", {}).get("outcome") or {}).get("verdict") for name in names}
+                role: bool = True) -> dict:
+    """The reset's verdict per host and when it saw the GPUs free; `role`: False for the wait-only play."""
+    if role:
+        befores, kills, waits, outcomes = _role_records(run)
+        verdicts = {name: (outcomes.get(name, {}).get("result", {}).get("outcome") or {}).get("verdict")
+                    for name in names}
     else:
+        waits = task_records(run.timing, WAIT_ONLY_TASK)
+        befores, kills = {}, {}
         verdicts = {name: (waits.get(name, {}).get("result", {}).get("gpu_memory") or {}).get("verdict") for name in names}
+    one_task = role and waits is befores
     hosts = []
     for name in names:
-        if one_task and wait_task == WAIT_TASK:  # one module run: before, stop and wait are parts of one result
-            wait = befores_record = kill_record = one_task.get(name, {})
+        if one_task:  # one module run: before, stop and wait are parts of one result
+            wait = befores_record = kill_record = waits.get(name, {})
             memory = wait.get("result", {}).get("after_memory") or {}
             before = wait.get("result", {}).get("before_memory") or {}
             kill_module = wait.get("result", {}).get("kill_elapsed_s")
@@ -816,27 +917,39 @@ def _one_run(variant: str, rep: int, names: list[str], transport: Transport, log
     load = dict(wait_for_quiet(), loadavg=loadavg(), mem_available_mib=mem_available_mib())
     if polled:
         polled.start()
-    cpu_before = (children_cpu_s(), hosts_cpu_s(names))
+    for name in names:
+        fleet.start_tool_accounting(name)
+    split_before = host_side_cpu(names)
+    cpu_before = (children_cpu_s(), split_before["hosts"])
+    memory = MemWatch()
+    memory.start()
     if variant == "wait_only":
         run = _wait_only(playbook, names, transport)
     else:
         run = run_play(playbook, names, transport, variant, extra_vars)
-    children, inside = children_cpu_s() - cpu_before[0], hosts_cpu_s(names) - cpu_before[1]
+    memory_need = memory.stop()
+    split_after = host_side_cpu(names)
+    for name in names:
+        fleet.stop_tool_accounting(name)
+    children, inside = children_cpu_s() - cpu_before[0], split_after["hosts"] - cpu_before[1]
     # Local connection: what ran inside the hosts is part of the children too; over SSH it is not (sshd runs it).
     cpu = {"children_s": round(children, 2), "inside_hosts_s": round(inside, 2),
            "controller_s": round(children - inside if transport.name == "local" else children, 2),
-           "controller_cgroup_s": run.extra.pop("controller_cgroup_s", None)}
+           "controller_cgroup_s": run.extra.pop("controller_cgroup_s", None),
+           "host_split_per_host": split_host_cpu(split_before, split_after, len(names)) if transport.name == "local" else None,
+           # On one host the benchmark itself asks the driver every 10 ms (DriverPoll): the driver's CPU counts it.
+           "driver_polled_by_benchmark": polled is not None}
     time.sleep(0.2)
     for thread in (watch, polled):
         if thread:
             thread.stop()
     record = {"variant": variant, "rep": rep, "hosts": len(names), "forks": run.forks, "transport": run.transport,
               "rc": run.rc, "wall_s": run.wall_s, "load": load, "servers_start_s": servers_s,
-              "phases": phases(run), "profile": profile(run), "cpu": cpu, **run.extra}
+              "phases": phases(run), "profile": profile(run), "cpu": cpu, "memory": memory_need, **run.extra}
     if watch is not None:
         record["workers_watched"] = len(watch.fds)
     if variant.startswith("reset") or variant == "wait_only":
-        record["check"] = judge_reset(run, names, watch, polled, WAIT_TASK if variant.startswith("reset") else WAIT_ONLY_TASK)
+        record["check"] = judge_reset(run, names, watch, polled, role=variant.startswith("reset"))
         record["ok"] = record["check"]["all_clean"] and record["check"]["gpus_free_outside"]
     elif variant == "manual":
         record["check"] = judge_manual(run, names, watch)
@@ -874,3 +987,120 @@ def ssh_smoke() -> dict:
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
     out["link_removed"] = link is not None and f" {link}@" not in links and f" {link}:" not in links
     return out
+
+
+# --- where a module run's CPU goes: cProfile inside a simulated host ------------------------------------------------
+
+# The interpreter of the profiled run: it runs the AnsiballZ payload (pipelining sends it on stdin) under cProfile,
+# counting CPU time (not wall time: the polls' sleeps and the fake nvidia-smi's own work do not count), one file per
+# module run in the host's state directory.
+_PROFILER = """#!/usr/bin/python3
+import cProfile, os, sys, time
+code = compile(sys.stdin.read(), "<AnsiballZ>", "exec")
+namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+profiler = cProfile.Profile(time.process_time)
+try:
+    profiler.runctx(code, namespace, namespace)
+finally:
+    profiler.dump_stats("/run/gpusim/module-%d.prof" % os.getpid())
+"""
+COLLECTION_PATH = "ansible_collections/gpuops/hygiene/"
+
+
+def _where(filename: str, function: str) -> str:
+    """file:function, with the collection's files named from the collection root (the payload's zip path cut off)."""
+    if COLLECTION_PATH in filename:
+        filename = filename.split(COLLECTION_PATH, 1)[1]
+    elif ".zip/" in filename:  # ansible's own module_utils, shipped in the AnsiballZ payload
+        filename = filename.split(".zip/", 1)[1]
+    elif "/lib/python" in filename:
+        filename = "stdlib/" + filename.rsplit("/lib/python", 1)[1].split("/", 1)[-1]
+    return f"{filename}:{function}"
+
+
+def _callers(entry: tuple, top: int = 3) -> list[dict]:
+    """Who called a function, by the CPU it spent for each of them."""
+    callers = entry[4]
+    ranked = sorted(callers.items(), key=lambda item: -item[1][2])[:top]
+    return [{"where": _where(filename, function), "own_cpu_s": round(values[2], 4)}
+            for (filename, _line, function), values in ranked]
+
+
+def _regex_compiles(stats) -> list[dict]:
+    """Who compiles regular expressions (re.compile, CPU with callees), most first: module-level patterns cost
+    every run, since nothing is cached between module runs."""
+    entry = next((value for (filename, _line, function), value in stats.stats.items()
+                  if function == "compile" and filename.endswith("/re/__init__.py")), None)
+    if entry is None:
+        return []
+    ranked = sorted(entry[4].items(), key=lambda item: -item[1][3])
+    return [{"where": _where(filename, function), "patterns": values[1], "cpu_s_with_callees": round(values[3], 4)}
+            for (filename, _line, function), values in ranked]
+
+
+def _phase_split(rows: list[dict], total: float) -> dict:
+    """The module's main() against everything before it (unpacking, imports: the interpreter's start is not here)."""
+    main = max((row["cpu_s_with_callees"] for row in rows
+                if row["where"].startswith("plugins/modules/") and row["where"].endswith(":main")), default=0.0)
+    module_file = max((row["cpu_s_with_callees"] for row in rows
+                       if row["where"].startswith("plugins/modules/") and row["where"].endswith(":<module>")), default=0.0)
+    return {"main_cpu_s": round(main, 4), "collection_imports_cpu_s": round(module_file - main, 4),
+            "before_the_module_cpu_s": round(total - module_file, 4)}
+
+
+def hot_spots(stats, top: int = 15) -> dict:
+    """The functions that spend the most CPU themselves (tottime, with their main callers), the collection's by
+    CPU with callees (cumtime) and by file, and the split between main() and the imports before it."""
+    rows, by_file = [], {}
+    for key, entry in stats.stats.items():
+        filename, line, function = key
+        row = {"where": _where(filename, function), "line": line, "calls": entry[1], "own_cpu_s": round(entry[2], 4),
+               "cpu_s_with_callees": round(entry[3], 4), "key": key}
+        rows.append(row)
+        if row["where"].startswith("plugins/"):
+            name = row["where"].split(":", 1)[0]
+            by_file[name] = by_file.get(name, 0.0) + entry[2]
+    own = sorted(rows, key=lambda row: -row["own_cpu_s"])[:top]
+    for row in own[:5]:
+        row["callers"] = _callers(stats.stats[row["key"]])
+    ours = sorted((row for row in rows if row["where"].startswith("plugins/")),
+                  key=lambda row: -row["cpu_s_with_callees"])[:top]
+    for row in rows:
+        row.pop("key")
+    return {"total_cpu_s": round(stats.total_tt, 4), **_phase_split(rows, stats.total_tt), "by_own_cpu": own,
+            "collection_by_cpu_with_callees": ours, "regex_compiles": _regex_compiles(stats),
+            "collection_own_cpu_by_file": {name: round(value, 4)
+                                           for name, value in sorted(by_file.items(), key=lambda item: -item[1])}}
+
+
+def profile_module(backend: str, keep: str | None = None, log=print) -> dict:
+    """One reset of one simulated host (a TP8 server up) through reset_gpus.yml, its module runs under cProfile."""
+    import pstats  # pylint: disable=import-outside-toplevel
+    sim = Fleet("bp")
+    try:
+        name = sim.host("n0", release_lag_s=RELEASE_LAG_S)
+        wrapper = os.path.join(paths.host_dir(name), "profile-python")
+        with open(wrapper, "w", encoding="utf-8") as handle:
+            handle.write(_PROFILER)
+        os.chmod(wrapper, 0o755)
+        start_servers([name])
+        variant = "reset_nvml" if backend == "nvml" else "reset"
+        playbook, _servers, extra_vars = VARIANTS[variant]
+        run = run_play(playbook, [name], Transport("local", interpreter=f"{paths.INSIDE}/profile-python"), variant,
+                       extra_vars)
+        files = sorted(os.path.join(paths.host_dir(name), entry) for entry in os.listdir(paths.host_dir(name))
+                       if entry.startswith("module-") and entry.endswith(".prof"))
+        result: dict = {"backend": backend, "rc": run.rc, "module_runs": len(files), "wall_s": run.wall_s}
+        if run.rc != 0 or not files:
+            result["stdout_tail"] = run.stdout_tail
+        if files:
+            stats = pstats.Stats(*files)
+            result.update(hot_spots(stats))
+            if keep:  # for `python -m pstats` or snakeviz
+                stats.dump_stats(keep)
+                result["profile_file"] = keep
+        log(f"  profile, backend {backend}: rc {run.rc}, {len(files)} module runs, "
+            f"{result.get('total_cpu_s')} CPU-s inside the profiled interpreters")
+        return result
+    finally:
+        sim.destroy()

@@ -29,12 +29,18 @@ from benchlib import Transport  # noqa: E402
 # pylint: enable=wrong-import-position
 
 RESULTS = os.path.join(HERE, "results")
+BIG = 32
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", default="1,8,32", help="fleet sizes, comma-separated (forks = hosts)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of every variant at every size")
+    parser.add_argument("--big-reps", type=int, default=1,
+                        help=f"repetitions at {BIG} hosts and more (fewer: their minutes and memory are the largest)")
+    parser.add_argument("--variants", help="only these plays of the local plan, comma-separated (e.g. reset,floor)")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="skip the cProfile of one module run per backend (where the host-side CPU goes)")
     parser.add_argument("--smoke", action="store_true", help="1 host, 1 repetition, reset and floor only, an SSH login")
     parser.add_argument("--ssh-hosts", type=int, default=8, help="size of the SSH-over-loopback run (0: none)")
     parser.add_argument("--no-extras", action="store_true", help="skip strategy free, SSH without pipelining and mitogen")
@@ -53,10 +59,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# Fleet sizes from which the NVML backend and the wall-time variants are left out: the cost split needs only the
+# reset and the no-op play there, and their memory and minutes are the run's largest.
+COST_ONLY_FROM = 64
+
+
 def local_plan(size: int, extras: bool, smoke: bool, cost: bool = False) -> list[tuple[str, Transport]]:
-    if smoke or cost:
+    if smoke:
         return [("reset", Transport("local")), ("floor", Transport("local"))]
-    plan = [("reset", Transport("local")), ("manual", Transport("local")), ("floor", Transport("local"))]
+    if cost or size >= COST_ONLY_FROM:
+        nvml = [("reset_nvml", Transport("local"))] if size < COST_ONLY_FROM else []
+        return [("reset", Transport("local"))] + nvml + [("floor", Transport("local"))]
+    plan = [("reset", Transport("local")), ("reset_nvml", Transport("local")), ("manual", Transport("local")),
+            ("floor", Transport("local"))]
     if extras and 1 < size <= 32:
         plan.append(("reset_free", Transport("local")))
     if size <= 8:
@@ -77,10 +92,20 @@ def ssh_plan(extras: bool, mitogen: bool) -> list[tuple[str, Transport]]:
 def fits(size: int, per_host_mib: float | None) -> tuple[bool, str]:
     """A fleet size is run only if the memory it needs (measured per host at a smaller size) fits twice over."""
     available = benchlib.mem_available_mib()
-    need = size * (per_host_mib or 200.0)
+    # Before any measurement: a host with its server (about 100 MiB PSS) and its fork and module run (about 35 MiB at
+    # the peak), as measured at 8 hosts on the machine this was written on.
+    need = size * (per_host_mib or 150.0)
     if need * 2 > available:
         return False, f"needs about {need:.0f} MiB for {size} hosts, {available} MiB available (want twice as much)"
     return True, ""
+
+
+def _mib_per_host(fleet_result: dict) -> float:
+    """Memory one host of this fleet needed: the hosts with their servers, plus the runs' peak (forks, module runs)."""
+    setup = fleet_result["setup"]
+    peak = max(((run.get("memory") or {}).get("peak_need_mib") or 0 for run in fleet_result["runs"]), default=0)
+    hosts = max(setup.get("mem_available_drop_mib") or 0, 0) + peak
+    return max(hosts / fleet_result["size"], setup["mib_per_host_with_server"])
 
 
 def _terminate(signum, _frame) -> None:
@@ -119,6 +144,8 @@ def _main(argv: list[str]) -> int:
     results["meta"]["machine"] = benchlib.machine()
     if mitogen:
         results["meta"]["mitogen"] = benchlib.ensure_mitogen()
+    if not args.smoke:
+        benchlib.ensure_nvml()
     path = args.out or os.path.join(RESULTS, time.strftime("%Y%m%d-%H%M%S") + ("-smoke" if args.smoke else "") + ".json")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     per_host = None
@@ -137,10 +164,12 @@ def _main(argv: list[str]) -> int:
             continue
         print(f"{size} hosts, local connection (gpusim), forks {size}")
         first = size == sizes[0] and not args.cost
-        fleet_result = benchlib.measure(size, reps, local_plan(size, extras, args.smoke, args.cost),
+        plan = [entry for entry in local_plan(size, extras, args.smoke, args.cost)
+                if not args.variants or entry[0] in args.variants.split(",")]
+        fleet_result = benchlib.measure(size, args.big_reps if size >= BIG else reps, plan,
                                         calibration_reps=(3 if args.smoke else 20) if first else 0,
                                         with_anatomy=first and not args.smoke)
-        per_host = max(per_host or 0.0, fleet_result["setup"]["mib_per_host_with_server"])
+        per_host = max(per_host or 0.0, _mib_per_host(fleet_result))
         results["fleets"].append(fleet_result)
         save()
     if args.smoke:
@@ -153,6 +182,11 @@ def _main(argv: list[str]) -> int:
     if verdict_sizes and not args.smoke and not args.cost:
         print(f"time to a settled verdict, fleet sizes {verdict_sizes} (one broken host)")
         results["verdicts"] = verdicts.run_all(verdict_sizes, 1)
+        save()
+    if not args.smoke and not args.no_profile:
+        print("where a module run's CPU goes: cProfile of one reset on one host, per backend")
+        results["module_profile"] = [benchlib.profile_module(backend, f"{os.path.splitext(path)[0]}-{backend}.prof")
+                                     for backend in ("nvidia-smi", "nvml")]
         save()
     results["cost_model"] = costmodel.summarize(results)
     print(costmodel.markdown(results["cost_model"]))

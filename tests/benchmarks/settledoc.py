@@ -18,30 +18,36 @@ def verdict_section(records: list[dict], source: str) -> str:
     if not records:
         return ""
     met = sum(1 for record in records if record["met"])
+    defaults, kill = verdicts.role_defaults(), verdicts.kill_constants()
+    goals = verdicts.GOAL_S
     return f"""## Time to a settled verdict
 
-A host that cannot become clean used to get its verdict only when the whole wait timeout (60 s) had passed. The wait
-now stops once nothing can change the outcome (`settled_because` in the result; see `plugins/module_utils/_settle.py`
+A host that cannot become clean used to get its verdict only when the whole wait timeout had passed. The wait now
+stops once nothing can change the outcome (`settled_because` in the result; see `plugins/module_utils/_settle.py`
 and docs/fault-matrix.md R01-R06), with the wait timeout as the hard upper bound.
 
-**Method.** `reset_gpus.yml` with the role's defaults (`gpu_reset_wait_timeout` 60, `gpu_reset_settle_window` 5,
-`gpu_reset_poll_interval` 0.25), the local connection, forks = hosts, on simulated hosts as above (SGLang server TP 8,
-exit 0.5 s after SIGTERM, driver release lag 1.0 s). One host, or 8 hosts of which 7 are healthy and one broken: the
-broken host gets its server, then its fault (the driver not loaded; GPU 5 missing; 2048 MiB leaked on GPU 4 with no
-process; a Proxmox container whose GPU 7 another container holds, the reset scoped to the container; a TP worker frozen
-in the cgroup v1 freezer, state D). *Time to verdict* = from the spawn of `ansible-playbook` to the broken host's
-verdict (the module's last read after the stop, its `collected_at`); the healthy hosts' column says when the last of
-them had its verdict (the broken host does not hold them back). *Before*: the same states through the same playbook
-before this change, as reported in the project's issue 11. Goal: 5 s, plus the settle window (5 s) for a leak, at most
-30 s for a holder in state D. `tests/benchmarks/verdicts.py`, results `{source}`.
+**Method.** `reset_gpus.yml` with the role's defaults (`gpu_reset_wait_timeout` {defaults['gpu_reset_wait_timeout']},
+`gpu_reset_settle_window` {defaults['gpu_reset_settle_window']}, `gpu_reset_poll_interval`
+{defaults['gpu_reset_poll_interval']}), the local connection, forks = hosts, on simulated hosts as above (SGLang
+server TP 8, exit {verdicts.KNOBS['term_delay_s']} s after SIGTERM, driver release lag {verdicts.RELEASE_LAG_S} s).
+One host, or fleets of which all hosts but one are healthy: the broken host gets its server, then its fault (the
+driver not loaded; GPU {verdicts.MISSING_GPU} missing; {verdicts.LEAK_MIB} MiB leaked on GPU {verdicts.LEAK_GPU} with
+no process; a Proxmox container whose GPU {verdicts.SHARED_GPU} another container holds, the reset scoped to the
+container; a TP worker frozen in the cgroup v1 freezer, state D). *Time to verdict* = from the spawn of
+`ansible-playbook` to the broken host's verdict (the module's last read after the stop, its `collected_at`); the
+healthy hosts' column says when the last of them had its verdict (the broken host does not hold them back).
+*Before*: the same states through the same playbook before this change, as reported in the project's issue 11.
+Goal: {goals['driver_not_loaded']:g} s, plus the settle window for a leak ({goals['leak']:g} s), at most
+{goals['d_state']:g} s for a holder in state D. `tests/benchmarks/verdicts.py`, results `{source}`.
 
 {verdicts.markdown(records)}
 
-{met} of {len(records)} rows meet their goal. The D-state row is the kill's work: a target in state D for 3 s gets
-SIGKILL (instead of waiting for the grace period, 90 s with `servers: [all]`), is given up as unkillable 3 s after that
-SIGKILL had no effect (reported with its state and kernel wait channel), and the rest of its server (its parent,
-which waits for its workers, and multiprocessing's resource tracker, which waits for its pipe to close) gets SIGKILL
-with it; the wait then settles `unkillable` once the memory has not gone down for the settle window.
+{met} of {len(records)} rows meet their goal. The D-state row is the kill's work: a target in state D for
+{kill.get('D_STATE_KILL_AFTER_S')} s gets SIGKILL (instead of waiting for the whole grace period), is given up as
+unkillable {kill.get('D_STATE_UNKILLABLE_AFTER_S')} s after that SIGKILL had no effect (reported with its state and
+kernel wait channel), and the rest of its server (its parent, which waits for its workers, and multiprocessing's
+resource tracker, which waits for its pipe to close) gets SIGKILL with it; the wait then settles `unkillable` once the
+memory has not gone down for the settle window.
 """
 
 
@@ -51,34 +57,96 @@ def cost_section(summary: dict, source: str) -> str:
     return f"""## Fleet cost, measured where it is spent
 
 **Method.** On this machine the simulated hosts' own work competes with the controller for the same cores, so wall
-time mixes two costs. Each `ansible-playbook` run now runs in a cgroup2 group of its own
-(`/sys/fs/cgroup/unified/gpubench-controller/...`; its forks inherit it), and every process of a simulated host runs in
-the host's group (`gpusim/<host>`; the connection plugin moves each command there when it enters the host). The
-controller's CPU-seconds are that group's `cpu.stat` `usage_usec`; the host side is the sum over the hosts' groups
-(modules, the fake `nvidia-smi`, every poll included). CPU-seconds depend far less on contention than wall time.
-`tests/benchmarks/costmodel.py`, results `{source}`.
+time mixes costs. Each `ansible-playbook` run runs in a cgroup2 group of its own
+(`/sys/fs/cgroup/unified/gpubench-controller/...`; its forks inherit it): *controller CPU* is that group's
+`cpu.stat` `usage_usec`. Every process of a simulated host runs in the host's group (`gpusim/<host>`), and the
+benchmark's connection (`tests/benchmarks/connection/gpusim_bench.py`) moves each module run into a group below it
+(`gpusim/<host>/bench-module`), so the host side splits into: the *module's own* processes (interpreter, AnsiballZ
+payload, the module's code; what a real host pays besides the real driver tools), the *fake nvidia-smi* (the
+simulator's Python program, each call recording its own CPU; what a real `nvidia-smi` costs is not this, hence the
+call count next to it), the *simulated driver* (the host's init answering the tools) and the *simulated engines*
+(the rest: the servers shutting down). All per host and run, every poll included; the *memory* column is what the
+simulated hosts with their servers took before the runs, plus the machine's peak extra need during the run (the
+controller's forks and the module runs). `tests/benchmarks/costmodel.py`, results `{source}`.
 
-{costmodel.markdown(summary)}
+{costmodel.split_table(summary)}
 
-*Hosts one controller drives in a minute* is CPU-bound arithmetic, `(60 s x cores x {costmodel.USABLE:.0%} - fixed) /
-per host`, with the forks (`-f`) at least that many hosts and the hosts' own work on the hosts: the wall time of each
-host's reset then stays what it is for one host (about 3 s on this machine), and the controller's CPU is the limit.
+{costmodel.goals_table(summary)}
 
-**Beyond one controller's minute** (extrapolated from the per-host figures above, not measured at that scale):
+**The model.** Least squares over every run of each play (fixed + per host x hosts, forks = hosts). *Hosts one
+controller drives within a minute* is CPU-bound arithmetic: `((60 s - one host's reset) x cores x
+{costmodel.USABLE:.0%} - fixed) / per host`, the {costmodel.USABLE:.0%} being the share of the cores left to the forks
+(an assumption; ansible-playbook's main process and the system take the rest), with the forks at least that many
+hosts and each host's own work on that host.
 
-- *Forks.* Every fork is a worker process of its own on the controller (about 50-60 MiB each, see above); forks in the
-  hundreds fit a large controller, thousands do not. With fewer forks than hosts the hosts go in waves of `-f` hosts,
-  each wave taking about one host's reset, so the wall time is about (hosts / forks) x that, on top of the CPU above.
-- *`strategy: free`* (`-e gpu_reset_strategy=free`) removes the per-task barrier where every host waits for the
-  slowest, which matters when hosts take very different times (a broken host no longer holds the others back in the
-  linear strategy either: its wait settles in seconds, see [Time to a settled verdict](#time-to-a-settled-verdict)); it
-  does not remove any CPU, so it does not raise the hosts-per-minute figure.
-- *More controllers.* AWX / Ansible Automation Platform job slicing runs N slices of the inventory as N jobs on
-  different execution nodes: each slice pays the fixed cost once and its own per-host cost, so N nodes of C cores drive
-  about N times the hosts-per-minute figure of one; the summary table and reports are per slice.
-- *No controller in the loop.* `ansible-pull` on each host: the controller CPU disappears, each host pays only its
-  host-side CPU-seconds above.
+{costmodel.fit_table(summary)}
+
+{_reach_text(summary)}
+
+### Where a module run's CPU goes
+
+One reset of one host through `reset_gpus.yml`, the module runs' interpreter replaced by one that runs the AnsiballZ
+payload under `cProfile` counting CPU time (`benchlib.profile_module`); file:function, from the collection root.
+
+{costmodel.profile_table(summary.get("module_profile") or [])}
 """
+
+
+def _reach_text(summary: dict) -> str:
+    reach = summary.get("reach") or {}
+    cpu_bound = reach.get("cpu_bound") or {}
+    if not cpu_bound or not reach.get("largest_hosts"):
+        return "*What one controller resets within a minute*: the run has too few fleet sizes for the model."
+    cores = summary.get("cpus")
+    lines = [f"**What one controller resets within a minute.** Measured: {reach['largest_hosts']} hosts in "
+             f"{reach['largest_wall_s']} s of wall time on this {cores}-core machine, the simulated hosts' own work "
+             f"included ({'within' if reach['largest_fits_minute'] else 'beyond'} the minute); one host alone takes "
+             f"{reach['one_host_wall_s']} s. From the model, a controller whose cores only drive the hosts: "
+             + ", ".join(f"{hosts} hosts with {count} cores" for count, hosts in sorted(cpu_bound.items())) + ".",
+             "", "**Beyond it.**", ""]
+    lines += _forks_lines(reach) + _free_lines(summary) + _slices_lines(reach)
+    return "\n".join(lines)
+
+
+def _forks_lines(reach: dict) -> list[str]:
+    lines = []
+    if reach.get("controller_mib_per_fork"):
+        lines.append(f"- *Forks.* Each host of the run costs about {reach['controller_mib_per_fork']} MiB at the peak "
+                     f"(its fork on the controller and its module run together, at {reach['largest_hosts']} hosts), "
+                     f"so this machine's free memory holds about {reach.get('forks_fit_here')} at once.")
+    if reach.get("waves_per_minute") is not None:
+        lines.append(f"- *Waves.* With `-f {reach['largest_hosts']}`, hosts go in waves of {reach['largest_hosts']}, "
+                     f"each taking about the measured {reach['largest_wall_s']} s: waves within a minute "
+                     f"{reach['waves_per_minute']}, hosts {reach['hosts_in_waves_per_minute']} on this machine.")
+    return lines
+
+
+def _free_lines(summary: dict) -> list[str]:
+    free = summary.get("strategy_free") or []
+    held = [entry for entry in summary.get("held_back") or [] if entry["broken_s"] and entry["healthy_by_s"]]
+    measured = "; ".join(f"{entry['hosts']} hosts: {entry['linear_s']} s linear, {entry['free_s']} s free"
+                         for entry in free) or "not measured in this run"
+    text = (f"- *`strategy: free`* (`-e gpu_reset_strategy=free`) removes the per-task barrier; it removes no CPU, so "
+            f"it does not raise the figures above. Measured wall time: {measured}.")
+    if held:
+        worst = max(held, key=lambda entry: entry["broken_s"] - entry["healthy_by_s"])
+        text += (f" With one broken host in {worst['hosts']} ({worst['fault']}), the healthy hosts had their verdict "
+                 f"by {worst['healthy_by_s']} s and the broken one at {worst['broken_s']} s (play {worst['play_wall_s']} "
+                 f"s): what the barrier can cost the others is that difference.")
+    return [text]
+
+
+def _slices_lines(reach: dict) -> list[str]:
+    slices = reach.get("slices") or {}
+    if not slices:
+        return []
+    cores = max(costmodel.CORES)
+    return [f"- *AWX / Ansible Automation Platform job slicing* runs N slices of the inventory as N jobs on different "
+            f"execution nodes; each pays the fixed cost once and its own per-host cost: with {cores}-core nodes, "
+            + ", ".join(f"{count} slices about {hosts} hosts" for count, hosts in sorted(slices.items()))
+            + " within a minute. The summary table and reports are per slice.",
+            ("- *No controller in the loop.* `ansible-pull` on each host: the controller CPU disappears, each host "
+             "pays its host-side CPU above.")]
 
 
 def main(argv: list[str]) -> int:

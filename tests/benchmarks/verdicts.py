@@ -27,14 +27,35 @@ from gpusim.testing import REPO, Fleet, alive, run_playbook, wait_for_gpu_holder
 # pylint: enable=wrong-import-position
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
-ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
+ROLE_PREFIX = "gpuops.hygiene.gpu_reset : "
 KNOBS = {"term_delay_s": 0.5}
 RELEASE_LAG_S = 1.0
 # Before: the same states through reset_gpus.yml with the role's defaults on one simulated host, before settling
 # existed, as reported in the project's issue 11 (each verdict came only after the whole wait timeout).
 BEFORE_S = {"none": None, "driver_not_loaded": 61, "gpu_missing": 61, "leak": 63, "out_of_scope": 62, "d_state": 182}
 # The goal: 5 s, plus the settle window for a leak; at most 30 s for a holder in uninterruptible sleep.
-SETTLE_WINDOW_S = 5.0
+DEFAULTS = os.path.join(REPO, "roles", "gpu_reset", "defaults", "main.yml")
+KILL_SOURCE = os.path.join(REPO, "plugins", "module_utils", "_kill.py")
+MISSING_GPU, LEAK_GPU, LEAK_MIB, SHARED_GPU = 5, 4, 2048, 7
+
+
+def role_defaults() -> dict:
+    import yaml  # pylint: disable=import-outside-toplevel
+    with open(DEFAULTS, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def kill_constants() -> dict:
+    """The module's numeric constants of _kill.py (module-level NAME = number), read from the source."""
+    import ast  # pylint: disable=import-outside-toplevel
+    with open(KILL_SOURCE, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    return {node.targets[0].id: node.value.value for node in tree.body
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float))}
+
+
+SETTLE_WINDOW_S = float(role_defaults()["gpu_reset_settle_window"])
 GOAL_S = {"none": 5.0, "driver_not_loaded": 5.0, "gpu_missing": 5.0, "leak": 5.0 + SETTLE_WINDOW_S, "out_of_scope": 5.0,
           "d_state": 30.0}
 # `none`: a healthy host, the reference for the same machine and load (its verdict is clean).
@@ -47,7 +68,7 @@ def broken_host(sim: Fleet, fault: str) -> tuple[str, dict]:
     if fault == "out_of_scope":
         node = sim.node("brk", release_lag_s=RELEASE_LAG_S)
         target = sim.container(node, "200", list(range(8)))
-        sim.container(node, "201", [7])
+        sim.container(node, "201", [SHARED_GPU])
         fleet.start_server(node, "sglang", container="200", tp=7, knobs=KNOBS)
         fleet.start_holder(node, "python3 eval.py", gpus=[0], mib=12000, container="201")
         wait_for_gpu_holders(node, 8)
@@ -58,13 +79,24 @@ def broken_host(sim: Fleet, fault: str) -> tuple[str, dict]:
     if fault == "driver_not_loaded":
         fleet.set_faults(host, driver_not_loaded=True)
     elif fault == "gpu_missing":
-        fleet.set_faults(host, missing_gpus=[5])
+        fleet.set_faults(host, missing_gpus=[MISSING_GPU])
     elif fault == "leak":
-        fleet.leak(host, gpu=4, mib=2048)
+        fleet.leak(host, gpu=LEAK_GPU, mib=LEAK_MIB)
     elif fault == "d_state":
         fleet.freeze(host, [alive(host, "sglang::scheduler_TP0")[0].pid])
         return host, {"thaw": host}
     return host, {}
+
+
+def one_run_result(run, host: str) -> dict:
+    """The result of the role's one module run (gpu_host_reset) on this host, found by its shape, not its task name:
+    the read before, the stop and the read after as parts of one result."""
+    for record in reversed(run.records):
+        result = record["result"]
+        if (record["host"] == host and record["task"].startswith(ROLE_PREFIX)
+                and isinstance(result.get("kill"), dict) and isinstance(result.get("after"), dict)):
+            return result
+    raise AssertionError(f"no gpu_host_reset result on {host}; ran: {[r['task'] for r in run.records]}\n{run.stdout}")
 
 
 def _verdict_at(result: dict) -> float | None:
@@ -91,7 +123,7 @@ def measure(fault: str, size: int) -> dict:
         run = run_playbook(RESET, sim.inventory(), {}, limit=",".join(hosts), args=["-f", str(len(hosts))])
         record = {"fault": fault, "hosts": len(hosts), "rc": run.rc, "wall_s": round(run.elapsed_s, 2), "per_host": {}}
         for name in hosts:
-            result = run.result(ONE_RUN, name)
+            result = one_run_result(run, name)
             verdict = run.reset_verdict(name)
             at = _verdict_at(result)
             record["per_host"][name] = {

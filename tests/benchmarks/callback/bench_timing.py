@@ -32,14 +32,15 @@ import time
 from ansible.plugins.callback import CallbackBase
 
 FACT_KEYS = ("verdict", "polls", "waited_s", "nvidia_smi_calls", "nvidia_smi_calls_total", "collected_at", "elapsed_s",
-             "backend")
+             "backend", "settled_because")
 RESULT_KEYS = ("rc", "stdout", "start", "end", "delta", "elapsed_s", "grace_period", "timeout", "msg")
-OUTCOME_KEYS = ("verdict", "seconds_to_clean", "mib_freed", "processes_stopped", "gpus_clean", "message")
+GPU_KEY = "memory_used_mib"
+OUTCOME_KEYS = ("verdict", "seconds_to_clean", "mib_freed", "processes_stopped", "gpus_clean", "polls", "message")
 
 
 def _memory(memory: dict) -> dict:
     found = {key: memory.get(key) for key in FACT_KEYS}
-    found["used_mib"] = [gpu.get("used_mib") for gpu in memory.get("gpus", [])]
+    found[GPU_KEY] = [gpu.get(GPU_KEY) for gpu in memory.get("gpus", [])]
     return found
 
 

@@ -23,8 +23,20 @@ _SCRIPT = """#!/usr/bin/python3
 import sys
 sys.path.insert(0, "/run/gpusim/lib")
 from {module} import {function}
-sys.exit({function}(sys.argv[1:]))
+try:
+    sys.exit({function}(sys.argv[1:]))
+finally:
+    import os
+    if os.path.exists("/run/gpusim/tool-cpu.log"):
+        import resource
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        with open("/run/gpusim/tool-cpu.log", "a", encoding="ascii") as handle:
+            handle.write(os.path.basename(sys.argv[0]) + " %.6f\\n" % (usage.ru_utime + usage.ru_stime))
 """
+# While this file exists in a host's state directory (/run/gpusim inside), each fake tool above appends its own
+# CPU-seconds (since exec, interpreter start included) to it, so a benchmark can tell the fake tools' CPU (Python
+# programs, not what the real tools cost) from the module's.
+TOOL_CPU_FILE = "tool-cpu.log"
 # Console scripts that engines install, in the shape pip writes them.
 _CONSOLE_SCRIPT = """#!/usr/bin/python3
 # -*- coding: utf-8 -*-
@@ -169,6 +181,42 @@ def create_host(name: str, profile: str = "rtx-pro-6000-blackwell", gpus: int = 
         handle.write(str(pid))
     _wait_for(os.path.join(directory, "ready"), f"simulated host {name}")
     return config
+
+
+def start_tool_accounting(name: str) -> None:
+    """Start (or restart) counting the fake driver tools' CPU inside this host: an empty record file."""
+    with open(os.path.join(paths.host_dir(name), TOOL_CPU_FILE), "w", encoding="ascii"):
+        pass
+
+
+def stop_tool_accounting(name: str) -> None:
+    try:
+        os.unlink(os.path.join(paths.host_dir(name), TOOL_CPU_FILE))
+    except FileNotFoundError:
+        pass
+
+
+def tool_cpu_s(name: str) -> dict[str, float]:
+    """CPU-seconds per fake tool (nvidia-smi, systemctl) recorded since start_tool_accounting, with the call count."""
+    found: dict[str, float] = {}
+    try:
+        with open(os.path.join(paths.host_dir(name), TOOL_CPU_FILE), encoding="ascii") as handle:
+            lines = handle.read().split("\n")
+    except FileNotFoundError:
+        return found
+    for line in lines:
+        tool, _sep, seconds = line.partition(" ")
+        if seconds:
+            found[tool] = found.get(tool, 0.0) + float(seconds)
+            found[tool + "_calls"] = found.get(tool + "_calls", 0) + 1
+    return found
+
+
+def init_cpu_s(name: str) -> float:
+    """CPU-seconds of the host's init itself (the simulated driver lives there), its reaped orphans left out."""
+    with open(f"/proc/{init_pid(name)}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def list_hosts() -> list[str]:
