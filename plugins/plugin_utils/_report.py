@@ -17,24 +17,29 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import BUS
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils._registered import reset_result
 
 
-def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[dict[str, t.Any]]:
-    """Every host's gpu_reset_result; a host without one gets an unknown verdict saying so.
+def _completed(host: str, result: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """An outcome with every field a report reads; a partial one (a verdict and its reasons) gets the rest."""
+    verdict = result.get("verdict", UNKNOWN)
+    reasons = list(result.get("reasons") or [])
+    label = {CLEAN: "clean", BUSY: "NOT CLEAN", UNKNOWN: "UNKNOWN", UNREACHABLE: "unreachable"}.get(verdict, verdict)
+    empty = {"host": host, "verdict": verdict, "reasons": reasons, "message": f"{host}: {label}: " + "; ".join(reasons),
+             "gpus": [], "gpus_clean": 0, "gpus_expected": None, "processes_stopped": None, "mib_freed": None,
+             "seconds_to_clean": None}
+    return {**empty, **result}
 
-    A host the role's reset could not reach has no verdict of its own: its registered run says why.
+
+def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[dict[str, t.Any]]:
+    """Every host's public gpu_reset_result, in the order given; a host without one gets an unknown verdict saying so.
+
+    The role records gpu_reset_result for every host it ran on (unreachable and failed runs included), so a host
+    without one is a host the play failed on, or never reached (a rolling reset that stopped), before the role.
     """
     found = []
     for host in hosts:
         result = hostvars[host].get("gpu_reset_result") if host in hostvars else None
-        run = hostvars[host].get("__gpu_reset_run") if host in hostvars else None
-        if run and run.get("unreachable"):
-            found.append(reset_result(run, host))
-        elif result:
-            found.append(dict(result))
-        else:
-            found.append({"host": host, "verdict": UNKNOWN, "gpus": [], "gpus_clean": 0, "processes_stopped": None,
-                          "mib_freed": None, "seconds_to_clean": None,
-                          "reasons": ["no result: the play failed on this host before its verdict"],
-                          "message": f"{host}: UNKNOWN: no result: the play failed on this host before its verdict"})
+        if not result:
+            result = {"verdict": UNKNOWN, "reasons": ["no result: the play failed or ended on this host before its verdict"]}
+        found.append(_completed(host, result))
     return found
 
 

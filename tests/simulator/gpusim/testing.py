@@ -64,8 +64,10 @@ class PlaybookRun:
     records: list[dict] = field(default_factory=list)
 
     def results(self, task: str, host: str | None = None) -> list[dict]:
+        """The records of a task, named as in the playbook or as a task of the gpu_reset role (its summary)."""
+        names = (task, "gpuops.hygiene.gpu_reset : " + task)
         return [record for record in self.records
-                if record["task"] == task and (host is None or record["host"] == host)]
+                if record["task"] in names and (host is None or record["host"] == host)]
 
     def result(self, task: str, host: str) -> dict:
         found = self.results(task, host)

@@ -68,7 +68,7 @@ def test_outcomes_never_drop_a_host():
     hostvars = {"a": {"gpu_reset_result": _report.reset_result(facts(), "a")}, "b": {}}
     found = _report.outcomes(hostvars, ["a", "b", "c"])
     assert [(entry["host"], entry["verdict"]) for entry in found] == [("a", "clean"), ("b", "unknown"), ("c", "unknown")]
-    assert found[1]["reasons"] == ["no result: the play failed on this host before its verdict"]
+    assert found[1]["reasons"] == ["no result: the play failed or ended on this host before its verdict"]
 
 
 def test_summary_table():
