@@ -376,8 +376,8 @@ def held_reasons(held: list[tuple[_snapshot.GpuRow, int, list[Holder]]], thresho
         family, where = holders[0].family()
         suffixes = [name[len(family):] for name in names]
         # A range only for consecutive numbers: TP0-7 must not stand for TP0, TP2 and TP7.
-        numbers = [int(suffix) if suffix.isdigit() else None for suffix in suffixes]
-        consecutive = None not in numbers and numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+        numbers = [int(suffix) for suffix in suffixes if suffix.isdigit()]
+        consecutive = len(numbers) == len(suffixes) and numbers == list(range(numbers[0], numbers[0] + len(numbers)))
         who = f"{family}{suffixes[0]}-{suffixes[-1]}" if consecutive else ", ".join(names)
         reasons.append(f"GPUs {_span([record[0].index for record in group])}: {used} MiB used each > idle threshold "
                        f"{threshold} MiB, held by pids {_span([holder.pid for holder in holders])} ({who}) in {where}")

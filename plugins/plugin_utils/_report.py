@@ -14,7 +14,6 @@ from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import BUSY, CLEAN, UNKNOWN, UNREACHABLE
-from ansible_collections.gpuops.hygiene.plugins.plugin_utils._registered import reset_result
 
 
 def _completed(host: str, result: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
