@@ -7,6 +7,7 @@ link to this checkout stands in for it.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -40,3 +41,16 @@ def pytest_configure(config):
 
 sys.path.insert(0, COLLECTIONS)
 sys.path.insert(0, os.path.join(TESTS, "simulator"))
+
+
+@pytest.fixture
+def run_module(capsys):
+    """Run a module's main() in-process with real arguments (patch_module_args) and return its JSON result."""
+    from ansible.module_utils.testing import patch_module_args  # pylint: disable=import-outside-toplevel
+
+    def run(main, args: dict) -> dict:
+        with patch_module_args(args):
+            with pytest.raises(SystemExit):
+                main()
+        return json.loads(capsys.readouterr().out)
+    return run

@@ -92,13 +92,6 @@ def test_every_part_is_validated_before_anything_is_read_or_signalled(fake_proc,
         _host_reset.run(bad, lambda line: None)
 
 
-def test_leaked_gpus_only_when_nothing_else_keeps_the_host_busy():
-    facts = {"verdict": "busy", "holders": [{"protected": True}],
-             "gpus": [{"index": 0, "unattributed": False}, {"index": 5, "unattributed": True}]}
-    assert _host_reset._leaked_gpus(facts) == [5]  # pylint: disable=protected-access
-    assert _host_reset._leaked_gpus(dict(facts, verdict="clean")) == []  # pylint: disable=protected-access
-
-
 def test_the_reads_after_the_stop_judge_ecc_growth_against_the_first_read():
     facts = _gpu_facts.Request()
     before = {"gpus": [{"uuid": "GPU-a", "ecc_uncorrected_volatile": 2}, {"uuid": "GPU-b", "ecc_uncorrected_volatile": None},

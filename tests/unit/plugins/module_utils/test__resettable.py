@@ -17,10 +17,10 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts
 
 
 @pytest.fixture(name="leaked")
-def fixture_leaked(static_smi):
+def fixture_leaked(proc_view, static_smi):
     """Facts of an 8-GPU host whose GPUs 3 and 5 hold memory that no process holds (read through nvidia-smi)."""
     smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8), "leaked": {"3": 4096, "5": 2048}})
-    facts = _gpu_facts.collect(_gpu_facts.Request(nvidia_smi_path=smi, backend="nvidia_smi", expected_gpu_count=8))
+    facts = _gpu_facts.collect(_gpu_facts.Request(proc=proc_view.path, nvidia_smi_path=smi, backend="nvidia_smi", expected_gpu_count=8))
     # Only the leak makes this host busy (this machine's own /dev/nvidia* users, if any, are not part of the world).
     facts["holders"] = []
     for gpu in facts["gpus"]:
@@ -46,9 +46,9 @@ def with_holder(facts, entry, used=None):
     return facts
 
 
-def test_leaked_gpus_are_resettable_and_collect_says_so(static_smi):
+def test_leaked_gpus_are_resettable_and_collect_says_so(proc_view, static_smi):
     smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8), "leaked": {"4": 2048}})
-    facts = _gpu_facts.collect(_gpu_facts.Request(nvidia_smi_path=smi, backend="nvidia_smi", expected_gpu_count=8))
+    facts = _gpu_facts.collect(_gpu_facts.Request(proc=proc_view.path, nvidia_smi_path=smi, backend="nvidia_smi", expected_gpu_count=8))
     if any(not holder["protected"] for holder in facts["holders"]):
         pytest.fail(f"processes of this machine have /dev/nvidia* open: {facts['holders']}")
     assert facts["verdict"] == "busy"
@@ -87,21 +87,21 @@ def test_no_reset_unless_the_verdict_is_busy(leaked, verdict):
     assert _gpu_facts.resettable_gpus(dict(leaked, verdict=verdict)) == []
 
 
-def test_memory_at_the_threshold_is_no_leak(static_smi):
+def test_memory_at_the_threshold_is_no_leak(proc_view, static_smi):
     smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 8), "leaked": {"2": 100}})
-    facts = _gpu_facts.collect(_gpu_facts.Request(nvidia_smi_path=smi, backend="nvidia_smi", idle_threshold_mib=100))
+    facts = _gpu_facts.collect(_gpu_facts.Request(proc=proc_view.path, nvidia_smi_path=smi, backend="nvidia_smi", idle_threshold_mib=100))
     assert facts["gpus"][2]["unattributed"] is False and facts["resettable_gpus"] == []
 
 
-def test_nvidia_smi_path_is_the_binary_found_on_path(static_smi, tmp_path, monkeypatch):
+def test_nvidia_smi_path_is_the_binary_found_on_path(proc_view, static_smi, tmp_path, monkeypatch):
     smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 2)})
     monkeypatch.setenv("PATH", os.path.dirname(smi))
-    facts = _gpu_facts.collect(_gpu_facts.Request(backend="nvidia_smi", expected_gpu_count=2))
+    facts = _gpu_facts.collect(_gpu_facts.Request(proc=proc_view.path, backend="nvidia_smi", expected_gpu_count=2))
     assert facts["verdict"] == "clean" and facts["nvidia_smi_path"] == smi and os.path.isabs(smi)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     sbin = ("/usr/local/sbin", "/usr/sbin", "/sbin")
     if any(os.path.exists(os.path.join(directory, "nvidia-smi")) for directory in sbin):
         pytest.skip("this machine has an nvidia-smi in an sbin directory, which is searched whatever PATH says")
     # NVML reads without nvidia-smi; the facts then name no binary, and the reset steps have none to run.
-    facts = _gpu_facts.collect(_gpu_facts.Request(backend="nvml", expected_gpu_count=2))
+    facts = _gpu_facts.collect(_gpu_facts.Request(proc=proc_view.path, backend="nvml", expected_gpu_count=2))
     assert facts["nvidia_smi_path"] is None and facts["resettable_gpus"] == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree
 
-from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _report
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _registered, _report
 
 
 def facts(verdict="clean", used=0, reasons=(), at="2026-11-29T20:00:00.000+00:00", elapsed=0.2, holders=(), **extra):
@@ -27,7 +27,7 @@ LEFTOVERS = {"ports": [{"port": 30000, "free": True, "holders": []}], "shm_remov
 
 def test_a_clean_reset():
     after = dict(facts(at="2026-11-29T20:00:03.000+00:00"), attempts=1)
-    result = _report.reset_result(BUSY, "gpu-1", kill=KILL, after=after, leftovers=LEFTOVERS)
+    result = _registered.reset_result(BUSY, "gpu-1", kill=KILL, after=after, leftovers=LEFTOVERS)
     assert result["verdict"] == "clean"
     assert result["mib_freed"] == 8 * 95944 and result["processes_stopped"] == 1
     assert result["seconds_to_clean"] == 3.2
@@ -40,39 +40,39 @@ def test_a_clean_reset():
 
 def test_a_taken_port_or_a_survivor_makes_a_clean_gpu_verdict_busy():
     taken = {"ports": [{"port": 30000, "free": False, "holders": [{"pid": 9, "cmdline": "nc -l 30000"}]}]}
-    result = _report.reset_result(BUSY, "gpu-1", kill=KILL, after=facts(), leftovers=taken)
+    result = _registered.reset_result(BUSY, "gpu-1", kill=KILL, after=facts(), leftovers=taken)
     assert result["verdict"] == "busy" and result["reasons"] == ["port 30000 is still taken by pid 9 (nc -l 30000)"]
     survivor = dict(KILL, survivors=[{"pid": 8, "cmdline": "y", "reason": "unkillable: in uninterruptible sleep"}])
-    result = _report.reset_result(BUSY, "gpu-1", kill=survivor, after=facts(), leftovers=LEFTOVERS)
+    result = _registered.reset_result(BUSY, "gpu-1", kill=survivor, after=facts(), leftovers=LEFTOVERS)
     assert result["verdict"] == "busy" and result["message"].startswith("gpu-1: NOT CLEAN: pid 8 (y) survived:")
-    unknown = _report.reset_result(BUSY, "gpu-1", kill=survivor, after=facts("unknown", reasons=["driver"]))
+    unknown = _registered.reset_result(BUSY, "gpu-1", kill=survivor, after=facts("unknown", reasons=["driver"]))
     assert unknown["verdict"] == "unknown" and unknown["message"].startswith("gpu-1: UNKNOWN: driver; pid 8")
 
 
 def test_verify_only_and_check_mode_judge_the_current_state():
     skipped = {"changed": False, "skipped": True}
-    result = _report.reset_result(BUSY, "gpu-1", kill=skipped, after=skipped, leftovers=LEFTOVERS, check_mode=True)
+    result = _registered.reset_result(BUSY, "gpu-1", kill=skipped, after=skipped, leftovers=LEFTOVERS, check_mode=True)
     assert result["verdict"] == "busy" and result["seconds_to_clean"] is None and result["mib_freed"] == 0
     assert result["message"].endswith("[check mode: nothing was stopped]")
-    idle = _report.reset_result(facts(), "gpu-2", kill=skipped, after=skipped, verify_only=True)
+    idle = _registered.reset_result(facts(), "gpu-2", kill=skipped, after=skipped, verify_only=True)
     assert idle["verdict"] == "clean" and idle["seconds_to_clean"] is None
 
 
 def test_unreachable():
-    result = _report.reset_result({"unreachable": True, "msg": "ssh: connect to host gpu-9 port 22: No route to host"},
+    result = _registered.reset_result({"unreachable": True, "msg": "ssh: connect to host gpu-9 port 22: No route to host"},
                                   "gpu-9")
     assert result["verdict"] == "unreachable" and "No route to host" in result["message"]
 
 
 def test_outcomes_never_drop_a_host():
-    hostvars = {"a": {"gpu_reset_result": _report.reset_result(facts(), "a")}, "b": {}}
+    hostvars = {"a": {"gpu_reset_result": _registered.reset_result(facts(), "a")}, "b": {}}
     found = _report.outcomes(hostvars, ["a", "b", "c"])
     assert [(entry["host"], entry["verdict"]) for entry in found] == [("a", "clean"), ("b", "unknown"), ("c", "unknown")]
     assert found[1]["reasons"] == ["no result: the play failed or ended on this host before its verdict"]
 
 
 def test_summary_table():
-    rows = [_report.reset_result(BUSY, "gpu-busy"), _report.reset_result(facts(), "gpu-ok"),
+    rows = [_registered.reset_result(BUSY, "gpu-busy"), _registered.reset_result(facts(), "gpu-ok"),
             {"host": "gpu-gone", "verdict": "unreachable", "reasons": ["no route"]}]
     lines = _report.summary_table(rows).splitlines()
     assert lines[0] == "HOST      VERDICT      GPUS CLEAN  MIB FREED  STOPPED  SECONDS  WHY NOT CLEAN"
@@ -83,8 +83,8 @@ def test_summary_table():
 
 
 def test_junit_escapes_everything():
-    hostile = _report.reset_result(facts("busy", 500, ['held by pid 7 (python3 -c "a<b && c>d")']), 'gpu-"1"&<x>')
-    document = _report.junit_xml([hostile, _report.reset_result(facts(), "gpu-2")], suite="gate & <co>")
+    hostile = _registered.reset_result(facts("busy", 500, ['held by pid 7 (python3 -c "a<b && c>d")']), 'gpu-"1"&<x>')
+    document = _report.junit_xml([hostile, _registered.reset_result(facts(), "gpu-2")], suite="gate & <co>")
     root = ElementTree.fromstring(document)
     suite = root.find("testsuite")
     assert suite.get("name") == "gate & <co>" and suite.get("failures") == "1"

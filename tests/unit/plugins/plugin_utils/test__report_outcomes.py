@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _report
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _registered, _report
 
 FULL_KEYS = {"host", "verdict", "reasons", "message", "gpus", "gpus_clean", "gpus_expected", "processes_stopped",
              "mib_freed", "seconds_to_clean"}
 
 
 def test_a_recorded_result_is_kept_as_it_is():
-    recorded = _report.reset_result({"unreachable": True, "msg": "ssh: no route to host"}, "gpu-9")
+    recorded = _registered.reset_result({"unreachable": True, "msg": "ssh: no route to host"}, "gpu-9")
     [found] = _report.outcomes({"gpu-9": {"gpu_reset_result": recorded}}, ["gpu-9"])
     assert found == recorded and found is not recorded
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _report
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _registered
 
 from .test__report import BUSY, KILL, facts
 
@@ -17,7 +17,7 @@ def test_a_spared_gpu_holder_is_named_with_the_reason():
                   holders=[holder])
     kill = dict(KILL, protected=[{"pid": 1, "name": "vllm", "cmdline": "vllm serve m", "rule": "preset vllm",
                                   "reason": PID_1}])
-    result = _report.reset_result(BUSY, "gpu-1", kill=kill, after=after)
+    result = _registered.reset_result(BUSY, "gpu-1", kill=kill, after=after)
     assert result["verdict"] == "busy"
     assert f"pid 1 (vllm serve m) holds a GPU and was spared on purpose: {PID_1}" in result["reasons"]
 
@@ -28,5 +28,5 @@ def test_protected_infrastructure_and_spared_processes_that_hold_nothing_add_no_
     kill = dict(KILL, protected=[
         {"pid": 5, "name": "nvidia-persistenced", "cmdline": "nvidia-persistenced", "reason": "protected GPU infrastructure"},
         {"pid": 9, "name": "tini", "cmdline": "tini -- vllm", "reason": "the init (tini) of its PID namespace"}])
-    result = _report.reset_result(BUSY, "gpu-1", kill=kill, after=facts(holders=[persistenced]))
+    result = _registered.reset_result(BUSY, "gpu-1", kill=kill, after=facts(holders=[persistenced]))
     assert result["verdict"] == "clean" and result["reasons"] == []
