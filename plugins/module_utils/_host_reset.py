@@ -41,8 +41,6 @@ def _facts_result(facts: dict[str, t.Any]) -> dict[str, t.Any]:
     return {"changed": False, "ansible_facts": {"gpu_memory": facts}}
 
 
-
-
 def _with_ecc_baseline(facts: _gpu_facts.Request, before: dict[str, t.Any]) -> _gpu_facts.Request:
     """The reads after the stop judge uncorrected ECC growth against the read before it, unless a baseline was given."""
     if facts.ecc_baseline is not None:
