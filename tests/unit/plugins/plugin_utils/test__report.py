@@ -60,7 +60,7 @@ def test_verify_only_and_check_mode_judge_the_current_state():
 
 def test_unreachable():
     result = _registered.reset_result({"unreachable": True, "msg": "ssh: connect to host gpu-9 port 22: No route to host"},
-                                  "gpu-9")
+                                      "gpu-9")
     assert result["verdict"] == "unreachable" and "No route to host" in result["message"]
 
 
