@@ -55,6 +55,11 @@ class Fleet:
             fleet.destroy_host(name)
 
 
+# The role's one module run, as a reset and as a read-only run (gpu_status, verify_only) name it.
+_ONE_RUN = "Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
+_ONE_RUN_READ_ONLY = "Read and judge the host in one module run (read, wait until settled, leftovers, verdict)"
+
+
 @dataclass
 class PlaybookRun:
     rc: int
@@ -65,7 +70,9 @@ class PlaybookRun:
 
     def results(self, task: str, host: str | None = None) -> list[dict]:
         """The records of a task, named as in the playbook or as a task of the gpu_reset role (its summary)."""
-        names = (task, "gpuops.hygiene.gpu_reset : " + task)
+        names = {task, "gpuops.hygiene.gpu_reset : " + task}
+        # A read-only run names the role's one module run differently (it stops nothing).
+        names |= {name.replace(_ONE_RUN, _ONE_RUN_READ_ONLY) for name in names}
         return [record for record in self.records
                 if record["task"] in names and (host is None or record["host"] == host)]
 
@@ -354,7 +361,7 @@ class FrozenWorker:
 # Where each step of the gpu_reset role leaves its result, per wait mode (gpu_reset_wait_mode): inside the one
 # gpu_host_reset run (module), or as a task of the step-by-step path (until).
 _ROLE = "gpuops.hygiene.gpu_reset : "
-ROLE_ONE_RUN = _ROLE + "Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
+ROLE_ONE_RUN = _ROLE + _ONE_RUN
 ROLE_STEPS = {
     "before": _ROLE + "Read the GPUs before the reset",
     "kill": _ROLE + "Stop the inference servers",
