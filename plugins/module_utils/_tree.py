@@ -14,7 +14,8 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs, _si
 class Bystanders(t.Protocol):
     """Tells the processes that only look at servers (whose trees are never walked)."""
 
-    def is_bystander(self, process: _procfs.Process) -> bool: ...
+    def is_bystander(self, process: _procfs.Process) -> bool:
+        """Whether the process only looks at servers (a monitor, a shell, a wrapper)."""
 
 
 class PidHolders:
