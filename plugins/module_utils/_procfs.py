@@ -408,7 +408,7 @@ def _tasks(pid: int, proc: str) -> list[int]:
         return []
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None)
 def _libc() -> t.Any:
     return ctypes.CDLL(None, use_errno=True)
 

@@ -37,7 +37,7 @@ class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None)
 def _libc() -> t.Any:
     return ctypes.CDLL(None, use_errno=True)
 
