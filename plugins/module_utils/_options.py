@@ -16,7 +16,8 @@ import typing as t
 from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import BACKENDS
 from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import SIGNALS
 
-Spec = dict[str, dict[str, t.Any]]
+if t.TYPE_CHECKING:  # a runtime alias would break the import on a Python 3.8 host, before its requirements are told
+    Spec = dict[str, dict[str, t.Any]]
 
 # The modules whose `servers` or `wait_for` are not given get these (None in the spec: the default differs per module).
 SERVERS_DEFAULT = {"gpu_host_reset": ["all"], "inference_server_kill": [], "server_leftovers": []}
