@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import typing as t
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _kill, _leftovers
 from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import BACKENDS
 from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import SIGNALS
 
@@ -79,3 +80,37 @@ def leftovers() -> Spec:
         "shm_patterns": {"type": "list", "elements": "str", "default": []},
         "remove_stale_shm": {"type": "bool", "default": True, "aliases": ["clean_shm"]},
     }
+
+
+# What the options ask for: one translation of a module's parameters into each request, shared by the modules.
+
+def _servers(params: dict[str, t.Any], module: str) -> tuple[str, ...]:
+    return tuple(SERVERS_DEFAULT[module] if params["servers"] is None else params["servers"])
+
+
+def read_request(params: dict[str, t.Any], module: str, **extra: t.Any) -> _gpu_facts.Request:
+    """The GPU read of fragments gpu_read, gpu_wait, scope and scope.processes; `extra` sets module-only fields."""
+    return _gpu_facts.Request(
+        expected_gpu_count=params["expected_gpu_count"], idle_threshold_mib=params["idle_threshold_mib"],
+        nvidia_smi_path=params["nvidia_smi_path"], timeout=params["facts_timeout"], backend=params["backend"],
+        container=params["container"], protect=tuple(params["protect"]),
+        wait_for=WAIT_FOR_DEFAULT[module] if params["wait_for"] is None else params["wait_for"],
+        poll_interval=params["poll_interval"], settle_window=params["settle_window"], **extra)
+
+
+def stop_request(params: dict[str, t.Any], module: str, check_mode: bool) -> _kill.Request:
+    """The stop of fragments process_selection, scope, scope.processes and scope.servers."""
+    return _kill.Request(
+        servers=_servers(params, module), patterns=tuple(params["patterns"]), clients=tuple(params["clients"]),
+        gpu_holders=params["gpu_holders"], container=params["container"],
+        container_processes=params["container_processes"], protect=tuple(params["protect"]), signal=params["signal"],
+        grace_period=params["grace_period"], timeout=params["kill_timeout"], stop_units=params["stop_units"],
+        check_mode=check_mode, nvidia_smi_path=params["nvidia_smi_path"])
+
+
+def leftovers_request(params: dict[str, t.Any], module: str, check_mode: bool, read_only: bool = False) -> _leftovers.Request:
+    """The leftovers check of fragments leftovers, scope and scope.servers; a read-only run removes nothing."""
+    return _leftovers.Request(
+        ports=tuple(params["ports"]), servers=_servers(params, module), shm_patterns=tuple(params["shm_patterns"]),
+        remove_stale_shm=params["remove_stale_shm"] and not read_only, container=params["container"],
+        check_mode=check_mode)

@@ -159,7 +159,7 @@ check_mode:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _kill, _leftovers, _options, _plan
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _host_reset, _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 
@@ -175,25 +175,10 @@ def argument_spec() -> dict:
 
 
 def _request(params: dict, check_mode: bool) -> _host_reset.Request:
-    protect = tuple(params["protect"])
-    servers = tuple(_options.SERVERS_DEFAULT["gpu_host_reset"] if params["servers"] is None else params["servers"])
-    wait_for = _options.WAIT_FOR_DEFAULT["gpu_host_reset"] if params["wait_for"] is None else params["wait_for"]
     return _host_reset.Request(
-        facts=_gpu_facts.Request(
-            expected_gpu_count=params["expected_gpu_count"], idle_threshold_mib=params["idle_threshold_mib"],
-            nvidia_smi_path=params["nvidia_smi_path"], timeout=params["facts_timeout"], backend=params["backend"],
-            container=params["container"], protect=protect, wait_for=wait_for,
-            poll_interval=params["poll_interval"], settle_window=params["settle_window"]),
-        kill=_kill.Request(
-            servers=servers, patterns=tuple(params["patterns"]), clients=tuple(params["clients"]),
-            gpu_holders=params["gpu_holders"], container=params["container"], protect=protect, signal=params["signal"],
-            grace_period=params["grace_period"], timeout=params["kill_timeout"], stop_units=params["stop_units"],
-            check_mode=check_mode, nvidia_smi_path=params["nvidia_smi_path"],
-            container_processes=params["container_processes"]),
-        leftovers=_leftovers.Request(
-            ports=tuple(params["ports"]), servers=servers, shm_patterns=tuple(params["shm_patterns"]),
-            remove_stale_shm=params["remove_stale_shm"] and not params["verify_only"], container=params["container"],
-            check_mode=check_mode),
+        facts=_options.read_request(params, "gpu_host_reset"),
+        kill=_options.stop_request(params, "gpu_host_reset", check_mode),
+        leftovers=_options.leftovers_request(params, "gpu_host_reset", check_mode, read_only=params["verify_only"]),
         verify_only=params["verify_only"],
         host=params["host"],
         reset_leaked_gpus=params["reset_leaked_gpus"],

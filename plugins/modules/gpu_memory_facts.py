@@ -278,7 +278,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
-from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import Request, collect_until_clean
+from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import collect_until_clean
 
 
 def argument_spec() -> dict:
@@ -296,21 +296,8 @@ def main() -> None:
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
     params = module.params
-    wait_for = params["wait_for"]
-    request = Request(
-        expected_gpu_count=params["expected_gpu_count"],
-        idle_threshold_mib=params["idle_threshold_mib"],
-        nvidia_smi_path=params["nvidia_smi_path"],
-        timeout=params["facts_timeout"],
-        backend=params["backend"],
-        container=params["container"],
-        protect=tuple(params["protect"]),
-        wait_for=_options.WAIT_FOR_DEFAULT["gpu_memory_facts"] if wait_for is None else wait_for,
-        poll_interval=params["poll_interval"],
-        ecc_baseline=params["ecc_baseline"],
-        settle_window=params["settle_window"],
-        settle_key=params["settle_key"],
-    )
+    request = _options.read_request(params, "gpu_memory_facts", ecc_baseline=params["ecc_baseline"],
+                                    settle_key=params["settle_key"])
     try:
         facts = collect_until_clean(request)
     except GpuOpsError as error:

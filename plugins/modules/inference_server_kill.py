@@ -212,7 +212,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
-from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import Request, run
+from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import run
 
 
 def argument_spec() -> dict:
@@ -225,23 +225,7 @@ def main() -> None:
         check_host()
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
-    params = module.params
-    servers = params["servers"]
-    request = Request(
-        servers=tuple(_options.SERVERS_DEFAULT["inference_server_kill"] if servers is None else servers),
-        patterns=tuple(params["patterns"]),
-        clients=tuple(params["clients"]),
-        gpu_holders=params["gpu_holders"],
-        container=params["container"],
-        container_processes=params["container_processes"],
-        protect=tuple(params["protect"]),
-        signal=params["signal"],
-        grace_period=params["grace_period"],
-        timeout=params["kill_timeout"],
-        stop_units=params["stop_units"],
-        check_mode=module.check_mode,
-        nvidia_smi_path=params["nvidia_smi_path"],
-    )
+    request = _options.stop_request(module.params, "inference_server_kill", module.check_mode)
     try:
         result = run(request, module.log)
     except GpuOpsError as error:

@@ -110,7 +110,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
-from ansible_collections.gpuops.hygiene.plugins.module_utils._leftovers import Request, check
+from ansible_collections.gpuops.hygiene.plugins.module_utils._leftovers import check
 
 
 def argument_spec() -> dict:
@@ -123,16 +123,7 @@ def main() -> None:
         check_host()
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
-    params = module.params
-    servers = params["servers"]
-    request = Request(
-        ports=tuple(params["ports"]),
-        servers=tuple(_options.SERVERS_DEFAULT["server_leftovers"] if servers is None else servers),
-        shm_patterns=tuple(params["shm_patterns"]),
-        remove_stale_shm=params["remove_stale_shm"],
-        container=params["container"],
-        check_mode=module.check_mode,
-    )
+    request = _options.leftovers_request(module.params, "server_leftovers", module.check_mode)
     try:
         result = check(request)
     except GpuOpsError as error:

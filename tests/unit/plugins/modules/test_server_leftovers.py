@@ -20,7 +20,8 @@ from ansible_collections.gpuops.hygiene.plugins.modules import server_leftovers
 def module(monkeypatch, tmp_path, run_module):
     proc = tmp_path / "proc"
     (proc / "self" / "net").mkdir(parents=True)
-    monkeypatch.setattr(server_leftovers, "Request", functools.partial(_leftovers.Request, proc=str(proc)))
+    # The request is built by _options, from _leftovers.Request: that one sees only the fake /proc.
+    monkeypatch.setattr(_leftovers, "Request", functools.partial(_leftovers.Request, proc=str(proc)))
     monkeypatch.setattr(_leftovers, "MIN_AGE_S", 0.0)
     return functools.partial(run_module, server_leftovers.main)
 
