@@ -111,10 +111,14 @@ def gpu_minor_numbers(driver_dir: str = DRIVER_GPUS_DIR) -> dict[str, int]:
     return minors
 
 
+def find_nvidia_smi(path: str | None) -> str | None:
+    """The nvidia-smi given, or the one on PATH (and the sbin directories); None when there is none."""
+    return path or _subprocess.which("nvidia-smi")
+
+
 def resolve_nvidia_smi(path: str | None) -> str:
-    if path:
-        return path
-    return _subprocess.which("nvidia-smi") or "nvidia-smi"
+    """The binary to run: without one found, the plain name, so that running it reports "not installed"."""
+    return find_nvidia_smi(path) or "nvidia-smi"
 
 
 def read_gpus(request: Request) -> _snapshot.Snapshot:
@@ -274,7 +278,7 @@ def collect(request: Request) -> dict[str, t.Any]:
         "nvidia_smi_calls": snapshot.invocations,
         "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
         "elapsed_s": round(time.monotonic() - started, 3),
-        "nvidia_smi_path": request.nvidia_smi_path or _subprocess.which("nvidia-smi"),
+        "nvidia_smi_path": find_nvidia_smi(request.nvidia_smi_path),
     }
     facts["resettable_gpus"] = resettable_gpus(facts)
     return facts
