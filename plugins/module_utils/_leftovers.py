@@ -20,7 +20,7 @@ import time
 import typing as t
 from dataclasses import dataclass
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _presets, _procfs, _rootfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _presets, _procfs, _rootfs, _scope
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SHM = "/dev/shm"
@@ -54,7 +54,7 @@ class Request:
                 raise GpuOpsError(f"shm_patterns are file-name globs under /dev/shm that start with at least "
                                   f"{MIN_LITERAL_PREFIX} literal characters (such as 'nccl-*'), got {pattern!r}")
         if self.container is not None:
-            _gpu_facts.validate_vmid(self.container)
+            _scope.validate_vmid(self.container)
 
     @property
     def patterns(self) -> list[str]:
@@ -66,9 +66,7 @@ class Request:
 
 
 def _describe(process: _procfs.Process) -> dict[str, t.Any]:
-    container = process.container
-    return {"pid": process.pid, "name": process.name, "cmdline": process.cmdline,
-            "vmid": container.id if container and container.runtime == "lxc" else None}
+    return {"pid": process.pid, "name": process.name, "cmdline": process.cmdline, "vmid": process.vmid}
 
 
 def check(request: Request) -> dict[str, t.Any]:
