@@ -71,6 +71,7 @@ VARIANTS = {
     "reset": (RESET_FQCN, True, {}),
     "reset_free": (RESET_FQCN, True, {"gpu_reset_strategy": "free"}),
     "reset_nvml": (RESET_FQCN, True, {"gpu_reset_backend": "nvml"}),
+    "reset_module": (os.path.join(PLAYBOOKS, "module_alone.yml"), True, {}),
     "manual": (os.path.join(PLAYBOOKS, "manual_recipe.yml"), True, {}),
     "floor": (os.path.join(PLAYBOOKS, "noop.yml"), False, {}),
     "wait_only": (os.path.join(PLAYBOOKS, "wait_only.yml"), True, {}),

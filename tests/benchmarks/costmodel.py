@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 import statistics
 
-VARIANTS = ("reset", "reset_nvml", "floor")
-LABELS = {"reset": "reset, nvidia-smi backend", "reset_nvml": "reset, NVML backend", "floor": "no-op play (ping)"}
+VARIANTS = ("reset", "reset_nvml", "reset_module", "floor")
+LABELS = {"reset": "reset, nvidia-smi backend", "reset_nvml": "reset, NVML backend",
+          "reset_module": "the module alone (no role)", "floor": "no-op play (ping)"}
 SPLIT = ("module_s", "fake_tools_s", "driver_s", "engines_s")
 CORES = (8, 32)
 # Share of a controller's cores the forks can use; the rest is ansible-playbook's own main process and the system.

@@ -69,9 +69,9 @@ def local_plan(size: int, extras: bool, smoke: bool, cost: bool = False) -> list
         return [("reset", Transport("local")), ("floor", Transport("local"))]
     if cost or size >= COST_ONLY_FROM:
         nvml = [("reset_nvml", Transport("local"))] if size < COST_ONLY_FROM else []
-        return [("reset", Transport("local"))] + nvml + [("floor", Transport("local"))]
-    plan = [("reset", Transport("local")), ("reset_nvml", Transport("local")), ("manual", Transport("local")),
-            ("floor", Transport("local"))]
+        return [("reset", Transport("local"))] + nvml + [("reset_module", Transport("local")), ("floor", Transport("local"))]
+    plan = [("reset", Transport("local")), ("reset_nvml", Transport("local")), ("reset_module", Transport("local")),
+            ("manual", Transport("local")), ("floor", Transport("local"))]
     if extras and 1 < size <= 32:
         plan.append(("reset_free", Transport("local")))
     if size <= 8:
