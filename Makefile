@@ -88,7 +88,7 @@ demo: prereqs-demo
 	$(MAKE) build
 	tests/tools/demo
 
-# Not part of `make test`: a benchmark, not a test (docs/BENCHMARKS.md; about 45 minutes on 2 cores).
+# Not part of `make test`: a benchmark, not a test (docs/BENCHMARKS.md; about 20 minutes on 2 cores).
 benchmark: build
 	$(PY) tests/benchmarks/run.py --hosts 1,8,32,64 --reps 3 --doc
 

@@ -223,8 +223,9 @@ def collect_until_clean(request: Request) -> dict[str, t.Any]:
         calls += facts["nvidia_smi_calls"]
         now = time.monotonic()
         settled = tracker.observe(facts, now)
-        # Reads start every poll_interval (back to back when a read takes longer than that).
-        next_read = max(read_started + request.poll_interval, now)
+        # Reads start every poll_interval (back to back when a read takes longer than that). A read that only has to
+        # confirm the holders out of reach comes at once: nothing the wait does can change them.
+        next_read = now if tracker.confirming else max(read_started + request.poll_interval, now)
         if settled or next_read > deadline:
             break
         time.sleep(next_read - now)

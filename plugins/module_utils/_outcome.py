@@ -151,6 +151,9 @@ def _message(host: str, steps: Steps, outcome: dict[str, t.Any]) -> str:
     else:
         label = "NOT CLEAN" if outcome["verdict"] == BUSY else "UNKNOWN"
         message = f"{host}{scope}: {label}: " + "; ".join(outcome["reasons"])
+    # Not a verdict of its own (the GPUs and ports decide it), but a stale file left in /dev/shm must not go unsaid.
+    if outcome["shm_error"]:
+        message += f" ({outcome['shm_error']})"
     return message + (" [check mode: nothing was stopped]" if steps.check_mode else "")
 
 
@@ -176,6 +179,7 @@ def reset_outcome(host: str, steps: Steps) -> dict[str, t.Any]:
         "survivors": steps.kill.get("survivors", []),
         "ports": steps.leftovers.get("ports", []),
         "shm_removed": steps.leftovers.get("shm_removed", []),
+        "shm_error": steps.leftovers.get("shm_error"),
         "seconds_to_clean": _seconds_to_clean(steps, verdict),
         "polls": steps.polls if steps.polls is not None else (steps.after or {}).get("polls", 0),
         "fingerprint": _fingerprint(last),

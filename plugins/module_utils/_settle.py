@@ -67,12 +67,15 @@ class Tracker:
         self.fewer_reads = 0
         self.stuck: list[int] = []
         self.stuck_reads = 0
+        # The last read showed the same holders out of reach for the first time: the next read only confirms them.
+        self.confirming = False
         self.updated: float | None = None
 
     def observe(self, facts: dict[str, t.Any], now: float) -> str | None:
         """The reason the outcome is settled after this read, or None while it can still change."""
         decreased = self._note_memory(facts)
         self.updated = now
+        self.confirming = False
         if facts["verdict"] == CLEAN:
             return CLEAN
         if any(lasting_problem(reason) for reason in facts["reasons"]):
@@ -102,6 +105,7 @@ class Tracker:
         self.stuck_reads = self.stuck_reads + 1 if stuck == self.stuck else 1
         self.stuck = stuck
         if self.stuck_reads < CONSECUTIVE_READS:
+            self.confirming = True
             return None
         return PROTECTED if all(holder["protected"] for holder in holders) else OUT_OF_SCOPE
 

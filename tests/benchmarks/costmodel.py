@@ -33,6 +33,7 @@ CONTROLLER_RATIO_GOAL = 1.5
 MODULE_CPU_GOAL_S = 0.5
 MINUTE_S = 60.0
 POLLED = " (p)"
+ONE_RUN_ACTION = "gpuops.hygiene.gpu_host_reset"
 
 
 def _median(values) -> float | None:
@@ -114,9 +115,70 @@ def summarize(results: dict) -> dict:
         "strategy_free": _strategy_free(results),
         "held_back": _held_back(results.get("verdicts") or []),
         "skipped": results.get("skipped") or [],
+        "reset_tasks": _reset_tasks(runs),
     }
     summary["reach"] = reach(summary)
+    summary["ladder"] = ladder(summary)
     return summary
+
+
+def _reset_tasks(runs: list[dict]) -> dict:
+    """The tasks of the reset's largest run: for how many of its hosts each one ran (every host, or once)."""
+    chosen = [run for run in runs if run["variant"] == "reset" and run.get("profile")]
+    if not chosen:
+        return {}
+    run = max(chosen, key=lambda run: run["hosts"])
+    return {"hosts": run["hosts"], "tasks": [{key: task[key] for key in ("task", "action", "hosts", "statuses")}
+                                             for task in run["profile"]]}
+
+
+def ladder(summary: dict) -> dict:
+    """Controller CPU per host of the no-op play, the module alone and the reset; what the role adds to the module."""
+    per_host = {(row["variant"], row["hosts"]): row["controller_per_host_s"] for row in summary["rows"]}
+    sizes = []
+    for hosts in sorted({hosts for variant, hosts in per_host if variant == "reset"}):
+        floor, alone, reset_s = (per_host.get((variant, hosts)) for variant in ("floor", "reset_module", "reset"))
+        if floor and alone and reset_s:
+            sizes.append({"hosts": hosts, "floor_s": floor, "module_s": alone, "reset_s": reset_s,
+                          "module_ratio": round(alone / floor, 2), "reset_ratio": round(reset_s / floor, 2),
+                          "role_s": _r(reset_s - alone)})
+    fits = summary["controller_fit"]
+    marginal = {variant: (fits.get(variant) or {}).get("per_host") for variant in ("floor", "reset_module", "reset")}
+    found: dict = {"sizes": sizes, "marginal": marginal}
+    if None not in marginal.values():
+        found["marginal_role_s"] = _r(marginal["reset"] - marginal["reset_module"], 4)
+        found["marginal_module_over_floor_s"] = _r(marginal["reset_module"] - marginal["floor"], 4)
+        # What 1.5x the no-op play leaves for everything a reset does per host beyond a ping.
+        found["goal_allows_s"] = _r(marginal["floor"] * (CONTROLLER_RATIO_GOAL - 1), 4)
+    tasks = summary.get("reset_tasks") or {}
+    if tasks:
+        every = [task for task in tasks["tasks"] if task["hosts"] == tasks["hosts"]]
+        found["per_host_tasks"] = len(every)
+        found["per_host_module_runs"] = sum(1 for task in every if task["action"] == ONE_RUN_ACTION)
+    return found
+
+
+def ladder_table(summary: dict) -> str:
+    lines = ["| hosts | no-op play (ping) | the module alone | reset (reset_gpus.yml) | module / no-op | reset / no-op "
+             "| the role's own (reset - module) |", "|---|---|---|---|---|---|---|"]
+    for size in summary["ladder"]["sizes"]:
+        lines.append(f"| {size['hosts']} | {size['floor_s']:.3f} | {size['module_s']:.3f} | {size['reset_s']:.3f} | "
+                     f"{size['module_ratio']}x | {size['reset_ratio']}x | {size['role_s']:.3f} |")
+    marginal = summary["ladder"]["marginal"]
+    if None not in marginal.values():
+        lines.append(f"| each more host (the fits' slopes) | {marginal['floor']:.4f} | {marginal['reset_module']:.4f} | "
+                     f"{marginal['reset']:.4f} | {marginal['reset_module'] / marginal['floor']:.2f}x | "
+                     f"{marginal['reset'] / marginal['floor']:.2f}x | {summary['ladder']['marginal_role_s']:.4f} |")
+    return "\n".join(lines)
+
+
+def tasks_table(summary: dict) -> str:
+    tasks = summary.get("reset_tasks") or {}
+    lines = [f"| task of the reset at {hosts_text(tasks.get('hosts'))} | action | ran for hosts | outcomes |",
+             "|---|---|---|---|"]
+    for task in tasks.get("tasks", []):
+        lines.append(f"| {task['task']} | `{task['action']}` | {task['hosts']} | {', '.join(task['statuses'])} |")
+    return "\n".join(lines)
 
 
 def _strategy_free(results: dict) -> list[dict]:
@@ -175,7 +237,11 @@ def reach(summary: dict) -> dict:
     return found
 
 
-def _cell(value, digits: int = 3) -> str:
+def hosts_text(count: int | None) -> str:
+    return f"{count} host" if count == 1 else f"{count} hosts"
+
+
+def cell(value, digits: int = 3) -> str:
     if value is None:
         return "-"
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
@@ -187,12 +253,12 @@ def split_table(summary: dict) -> str:
               "| memory MiB: hosts + run peak |"),
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in summary["rows"]:
-        tools = f"{_cell(row['fake_tools_s'])} ({_cell(row['nvidia_smi_calls'], 0)})"
-        memory = f"{_cell(row['hosts_mib'])} + {_cell(row['run_peak_mib'])}"
-        lines.append(f"| {LABELS[row['variant']]} | {row['hosts']} | {row['runs']} | {_cell(row['wall_s'], 2)} | "
-                     f"{_cell(row['controller_per_host_s'])} | {_cell(row['host_per_reset_s'])} | "
-                     f"{_cell(row['module_s'])} | {tools} | {_cell(row['driver_s'])}{POLLED if row['driver_polled'] else ''} | "
-                     f"{_cell(row['engines_s'])} | "
+        tools = f"{cell(row['fake_tools_s'])} ({cell(row['nvidia_smi_calls'], 0)})"
+        memory = f"{cell(row['hosts_mib'])} + {cell(row['run_peak_mib'])}"
+        lines.append(f"| {LABELS[row['variant']]} | {row['hosts']} | {row['runs']} | {cell(row['wall_s'], 2)} | "
+                     f"{cell(row['controller_per_host_s'])} | {cell(row['host_per_reset_s'])} | "
+                     f"{cell(row['module_s'])} | {tools} | {cell(row['driver_s'])}{POLLED if row['driver_polled'] else ''} | "
+                     f"{cell(row['engines_s'])} | "
                      f"{memory} |")
     if any(row["driver_polled"] for row in summary["rows"]):
         lines += ["", (f"{POLLED}: the benchmark itself asks that host's driver every 10 ms during the run (to time "

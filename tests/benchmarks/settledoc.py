@@ -73,6 +73,20 @@ controller's forks and the module runs). `tests/benchmarks/costmodel.py`, result
 
 {costmodel.goals_table(summary)}
 
+{_nvml_text(summary)}
+
+### Where the controller's CPU goes
+
+The same run has a third play: the reset's module alone (`tests/benchmarks/playbooks/module_alone.yml`,
+`gpu_host_reset` with the role's defaults written as literal options; one task per host, no role). Controller CPU-s
+per host:
+
+{costmodel.ladder_table(summary)}
+
+{_ladder_text(summary)}
+
+{costmodel.tasks_table(summary)}
+
 **The model.** Least squares over every run of each play (fixed + per host x hosts, forks = hosts). *Hosts one
 controller drives within a minute* is CPU-bound arithmetic: `((60 s - one host's reset) x cores x
 {costmodel.USABLE:.0%} - fixed) / per host`, the {costmodel.USABLE:.0%} being the share of the cores left to the forks
@@ -90,6 +104,41 @@ payload under `cProfile` counting CPU time (`benchlib.profile_module`); file:fun
 
 {costmodel.profile_table(summary.get("module_profile") or [])}
 """
+
+
+def _ladder_text(summary: dict) -> str:
+    ladder = summary.get("ladder") or {}
+    if "goal_allows_s" not in ladder or "per_host_tasks" not in ladder:
+        return "The run has too few fleet sizes, or no module-alone play, for the split of the controller's cost."
+    marginal = ladder["marginal"]
+    module_fits = ladder["marginal_module_over_floor_s"] <= ladder["goal_allows_s"]
+    return (f"Per host, the reset runs {ladder['per_host_tasks']} tasks, {ladder['per_host_module_runs']} of them "
+            f"the module run; the no-op play and the module alone run one. Each more host costs the controller "
+            f"{marginal['floor']:.4f} CPU-s with the no-op play, {marginal['reset_module']:.4f} with the module alone "
+            f"and {marginal['reset']:.4f} with the reset. The goal of 1.5x leaves {ladder['goal_allows_s']:.4f} CPU-s "
+            f"per host for everything a reset does beyond a ping: the module run takes "
+            f"{ladder['marginal_module_over_floor_s']:.4f} of it ({'within' if module_fits else 'beyond'} the goal "
+            f"on its own), and the role's other tasks {ladder['marginal_role_s']:.4f} more. Each of them is a worker "
+            "process, the host's variables and a result on the controller, whether it runs or is skipped; they are "
+            "the role's contract: the argument validation of its entry points, the recorded `gpu_reset_result` "
+            "(a `set_fact`, so that the public variable does not depend on facts injected as variables, which "
+            "ansible-core 2.20 deprecates), and the tasks that act only for some hosts (the step-by-step path, the "
+            "metrics, the failure of a host that is not clean, the Proxmox-node refusal).")
+
+
+def _nvml_text(summary: dict) -> str:
+    rows = {(row["variant"], row["hosts"]): row for row in summary["rows"]}
+    pairs = [(rows[("reset", hosts)], row) for (variant, hosts), row in sorted(rows.items())
+             if variant == "reset_nvml" and ("reset", hosts) in rows]
+    if not pairs:
+        return ""
+    cells = "; ".join(f"{costmodel.hosts_text(smi['hosts'])}: {costmodel.cell(smi['module_s'])} with nvidia-smi, {costmodel.cell(nvml['module_s'])} with NVML "
+                      f"({costmodel.cell(smi['nvidia_smi_calls'], 0)} and {costmodel.cell(nvml['nvidia_smi_calls'], 0)} nvidia-smi calls)"
+                      for smi, nvml in pairs)
+    return (f"*NVML.* The module's own CPU per reset: {cells}. The simulator's libnvidia-ml is a fake that answers "
+            "NVML by running the simulated nvidia-smi, so both backends make the same calls here, and the module's "
+            "NVML path adds the binding's import. What NVML saves on a real host, the nvidia-smi processes (the "
+            "*fake nvidia-smi* column stands for them), needs a real driver to measure.")
 
 
 def _reach_text(summary: dict) -> str:

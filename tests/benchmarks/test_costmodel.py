@@ -26,11 +26,20 @@ def _run(variant: str, hosts: int, controller: float, wall: float, module: float
             "memory": {"peak_need_mib": 20 * hosts}}
 
 
+def _task(name: str, action: str, hosts: int, status: str) -> dict:
+    return {"task": name, "action": action, "hosts": hosts, "statuses": [status], "span_s": 0.1}
+
+
 def _results() -> dict:
     fleets = []
     for hosts in (1, 8, 32):
         runs = [_run("reset", hosts, 1.0 + 0.3 * hosts, 5.0 + 0.5 * hosts),
+                _run("reset_module", hosts, 0.9 + 0.12 * hosts, 4.0 + 0.5 * hosts),
                 _run("floor", hosts, 0.8 + 0.1 * hosts, 2.0 + 0.1 * hosts, module=0.2)]
+        runs[0]["profile"] = [_task("Validate", "ansible.builtin.validate_argument_spec", hosts, "ok"),
+                              _task("Reset", "gpuops.hygiene.gpu_host_reset", hosts, "ok"),
+                              _task("Other path", "ansible.builtin.include_tasks", hosts, "skipped"),
+                              _task("Table", "ansible.builtin.debug", 1, "ok")]
         fleets.append({"size": hosts, "runs": runs, "setup": {"mem_available_drop_mib": 100 * hosts}})
     return {"fleets": fleets, "meta": {"machine": {"cpus": 2, "mem_available_mib": 8000}}}
 
@@ -56,7 +65,7 @@ def test_fit_recovers_fixed_and_per_host_costs():
 
 
 def test_controller_ratio_goal_is_judged_per_size():
-    ratios = {entry["hosts"]: entry for entry in costmodel.summarize(_results())["ratios"]}
+    ratios = {entry["hosts"]: entry for entry in costmodel.summarize(_results())["ratios"] if entry["variant"] == "reset"}
     assert ratios[1]["ratio"] == pytest.approx(1.3 / 0.9, abs=0.01) and ratios[1]["met"]
     assert ratios[32]["ratio"] == pytest.approx(10.6 / 4.0, abs=0.01) and not ratios[32]["met"]
 
@@ -78,3 +87,16 @@ def test_goals_table_flags_the_module_cpu_over_the_goal():
     table = costmodel.goals_table(costmodel.summarize(results))
     assert "| 1 | 0.700 CPU-s | **not met** |" in table
     assert "| 8 | 0.400 CPU-s | met |" in table
+
+
+def test_ladder_splits_the_role_from_the_module_run_per_size_and_per_more_host():
+    ladder = costmodel.summarize(_results())["ladder"]
+    at_32 = next(size for size in ladder["sizes"] if size["hosts"] == 32)
+    assert at_32["module_ratio"] == pytest.approx((0.9 / 32 + 0.12) / (0.8 / 32 + 0.1), abs=0.01)
+    assert at_32["role_s"] == pytest.approx((1.0 + 0.3 * 32 - 0.9 - 0.12 * 32) / 32, abs=0.001)
+    assert ladder["marginal_role_s"] == pytest.approx(0.18)
+    assert ladder["marginal_module_over_floor_s"] == pytest.approx(0.02)
+    assert ladder["goal_allows_s"] == pytest.approx(0.05)
+    assert ladder["per_host_tasks"] == 3 and ladder["per_host_module_runs"] == 1, "the run-once table is not per host"
+    assert "| Other path | `ansible.builtin.include_tasks` | 32 | skipped |" in costmodel.tasks_table(
+        costmodel.summarize(_results()))

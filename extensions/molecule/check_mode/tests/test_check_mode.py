@@ -59,7 +59,7 @@ def test_result_says_busy_in_check_mode(outcome):
 
 def test_plan_lists_every_process_that_would_be_stopped(outcome, before):
     planned = outcome["planned"]
-    assert planned, "the stop step planned nothing"
+    assert planned, "the kill module planned nothing"
     assert len(planned) == 12  # client, launcher, resource tracker, 8 schedulers, detokenizer
     assert planned[0]["role"] == "client" and "run_inference.py" in planned[0]["cmdline"]
     names = {entry["name"] for entry in planned}

@@ -77,3 +77,18 @@ def test_a_wait_reads_everything_at_every_poll(static_smi, proc_view):
     assert facts["verdict"] == "busy" and facts["gpus"][3]["memory_used_mib"] >= 4096 and facts["polls"] >= 3
     # Both queries at every poll: the GPUs and the processes, side by side.
     assert facts["nvidia_smi_calls"] == 2 and facts["nvidia_smi_calls_total"] == 2 * facts["polls"]
+
+
+def test_holders_out_of_reach_are_confirmed_by_the_next_read_at_once(monkeypatch):
+    """The wait sleeps its poll interval between reads, except before the read that confirms holders out of reach."""
+    def read(pid, in_scope):
+        holder = {"pid": pid, "visible": True, "in_scope": in_scope, "protected": False, "state": "S"}
+        return {"verdict": "busy", "reasons": [], "nvidia_smi_calls": 2, "holders": [holder],
+                "gpus": [{"index": 0, "uuid": "GPU-0", "memory_used_mib": 12000, "unattributed": False}]}
+    reads = iter([read(10, True), read(11, False), read(11, False)])
+    sleeps = []
+    monkeypatch.setattr(_gpu_facts, "collect", lambda request: next(reads))
+    monkeypatch.setattr(_gpu_facts.time, "sleep", sleeps.append)
+    facts = _gpu_facts.collect_until_clean(_gpu_facts.Request(poll_interval=1.0, wait_for=60))
+    assert facts["settled_because"] == "out_of_scope" and facts["polls"] == 3
+    assert len(sleeps) == 2 and sleeps[0] > 0.5 and sleeps[1] == 0

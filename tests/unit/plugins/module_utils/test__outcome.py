@@ -43,6 +43,14 @@ def test_a_clean_reset_from_plain_facts():
     assert result["message"] == "gpu-1: clean: 8/8 GPUs at most 100 MiB, 1 processes stopped, 767552 MiB freed in 3.0 s"
 
 
+def test_a_dev_shm_that_could_not_be_checked_is_said_in_the_message_without_changing_the_verdict():
+    leftovers = {"ports": [], "shm_error": "/dev/shm not cleaned: listing /dev/shm timed out after 5 s"}
+    result = reset_outcome("gpu-1", Steps(before=BUSY, after=facts(), kill=KILLED, leftovers=leftovers))
+    assert result["verdict"] == "clean" and result["shm_error"] == leftovers["shm_error"]
+    assert result["message"].endswith(" s (/dev/shm not cleaned: listing /dev/shm timed out after 5 s)")
+    assert reset_outcome("gpu-1", Steps(before=BUSY, after=facts(), leftovers={"ports": []}))["shm_error"] is None
+
+
 def test_survivors_respawns_and_taken_ports_make_a_clean_read_busy_but_never_hide_unknown():
     survivor = {"survivors": [{"pid": 8, "cmdline": "y", "reason": "unkillable: in uninterruptible sleep"}]}
     respawned = {"respawned": [{"pid": 9, "cmdline": "z"}]}

@@ -54,6 +54,18 @@ def test_holders_out_of_reach_settle_on_the_second_read_with_the_same_holders():
     assert replay([kept, kept]) == [None, "protected"]
 
 
+def test_only_the_first_read_of_holders_out_of_reach_asks_for_a_confirming_read():
+    tracker = _settle.Tracker(5.0)
+    other = facts("busy", gpus=[gpu(0, 12000)], holders=[holder(10, in_scope=False)])
+    reachable = facts("busy", gpus=[gpu(0, 95944)], holders=[holder(11)])
+    leaked = facts("busy", gpus=[gpu(0, 3000, unattributed=True)])
+    seen = []
+    for now, read in enumerate([reachable, other, other, leaked]):
+        reason = tracker.observe(read, now * 0.25)
+        seen.append((reason, tracker.confirming))
+    assert seen == [(None, False), (None, True), ("out_of_scope", False), (None, False)]
+
+
 def test_a_leak_is_called_only_after_the_window_without_release():
     releasing = [facts("busy", gpus=[gpu(0, mib, unattributed=True)]) for mib in (9000, 9000, 6000, 3000)]
     stuck = facts("busy", gpus=[gpu(0, 3000, unattributed=True)])
