@@ -38,6 +38,7 @@ TESTS = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(TESTS, "simulator"))
 
 # pylint: disable=wrong-import-position
+import costmodel  # noqa: E402
 from gpusim import fleet, nvml, paths, ssh  # noqa: E402
 from gpusim.inventory import render  # noqa: E402
 from gpusim.inventory import host_vars as local_vars  # noqa: E402
@@ -60,7 +61,7 @@ KNOBS = {"term_delay_s": TERM_DELAY_S}
 # task whose result holds the reads and the stop as parts; the step-by-step path (gpu_reset_wait_mode: until) reads,
 # stops and waits in tasks of their own, which are told apart by their place (the last facts task is the wait).
 ROLE_PREFIX = "gpuops.hygiene.gpu_reset : "
-ONE_RUN_ACTION = "gpuops.hygiene.gpu_host_reset"
+ONE_RUN_ACTION = costmodel.ONE_RUN_ACTION
 FACTS_ACTION = "gpuops.hygiene.gpu_memory_facts"
 KILL_ACTION = "gpuops.hygiene.inference_server_kill"
 SMI_TASK = "Show the GPU memory"

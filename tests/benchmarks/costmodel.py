@@ -33,6 +33,7 @@ CONTROLLER_RATIO_GOAL = 1.5
 MODULE_CPU_GOAL_S = 0.5
 MINUTE_S = 60.0
 POLLED = " (p)"
+# The module the role's reset runs once per host (benchlib finds the reset's records by it too).
 ONE_RUN_ACTION = "gpuops.hygiene.gpu_host_reset"
 
 
@@ -135,12 +136,13 @@ def _reset_tasks(runs: list[dict]) -> dict:
 def ladder(summary: dict) -> dict:
     """Controller CPU per host of the no-op play, the module alone and the reset; what the role adds to the module."""
     per_host = {(row["variant"], row["hosts"]): row["controller_per_host_s"] for row in summary["rows"]}
+    ratios = {(entry["variant"], entry["hosts"]): entry["ratio"] for entry in summary["ratios"]}
     sizes = []
     for hosts in sorted({hosts for variant, hosts in per_host if variant == "reset"}):
         floor, alone, reset_s = (per_host.get((variant, hosts)) for variant in ("floor", "reset_module", "reset"))
         if floor and alone and reset_s:
             sizes.append({"hosts": hosts, "floor_s": floor, "module_s": alone, "reset_s": reset_s,
-                          "module_ratio": round(alone / floor, 2), "reset_ratio": round(reset_s / floor, 2),
+                          "module_ratio": ratios[("reset_module", hosts)], "reset_ratio": ratios[("reset", hosts)],
                           "role_s": _r(reset_s - alone)})
     fits = summary["controller_fit"]
     marginal = {variant: (fits.get(variant) or {}).get("per_host") for variant in ("floor", "reset_module", "reset")}

@@ -132,8 +132,10 @@ def _nvml_text(summary: dict) -> str:
              if variant == "reset_nvml" and ("reset", hosts) in rows]
     if not pairs:
         return ""
-    cells = "; ".join(f"{costmodel.hosts_text(smi['hosts'])}: {costmodel.cell(smi['module_s'])} with nvidia-smi, {costmodel.cell(nvml['module_s'])} with NVML "
-                      f"({costmodel.cell(smi['nvidia_smi_calls'], 0)} and {costmodel.cell(nvml['nvidia_smi_calls'], 0)} nvidia-smi calls)"
+    cell = costmodel.cell
+    cells = "; ".join(f"{costmodel.hosts_text(smi['hosts'])}: {cell(smi['module_s'])} with nvidia-smi, "
+                      f"{cell(nvml['module_s'])} with NVML ({cell(smi['nvidia_smi_calls'], 0)} and "
+                      f"{cell(nvml['nvidia_smi_calls'], 0)} nvidia-smi calls)"
                       for smi, nvml in pairs)
     return (f"*NVML.* The module's own CPU per reset: {cells}. The simulator's libnvidia-ml is a fake that answers "
             "NVML by running the simulated nvidia-smi, so both backends make the same calls here, and the module's "
