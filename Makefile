@@ -58,7 +58,7 @@ changelog: venv
 units: build
 	$(PYTEST) tests/unit
 
-# This whole machine (every process in a scan, mounts, ns_last_pid) and the simulator's own tests: root.
+# This whole machine (every process in a scan, mounts, chosen PIDs) and the simulator's own tests: root.
 system: build
 	$(PYTEST) tests/system tests/simulator/tests
 

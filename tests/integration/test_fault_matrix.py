@@ -233,9 +233,10 @@ def test_f07_respawn_loop_is_not_clean_and_stop_units_ends_it(sim, mode):
 # Runs inside the host. H (this script) forks G, a GPU holder leading its own session; G forks T, a member of G's
 # tree that holds nothing. When the module's own nvidia-smi call runs (it does so after its /proc snapshot and
 # before it pins any target; the fault hang_s keeps it running for a while), H kills T, waits until G has reaped
-# it, and makes the next PID of the host's PID namespace T's (ns_last_pid) for an innocent `sleep`.
+# it, and starts an innocent `sleep` under T's PID (clone3 with set_tid).
 PID_REUSE_HELPER = r'''
 import json, os, signal, sys, time
+from gpusim.chosen_pid import spawn_with_pid
 from gpusim.engines import hold_gpu
 from gpusim.testing import save_json
 
@@ -279,13 +280,7 @@ while not module_reads_the_gpus():
 os.kill(target, signal.SIGKILL)
 while os.path.exists(f"/proc/{target}"):
     time.sleep(0.001)
-with open("/proc/sys/kernel/ns_last_pid", "w", encoding="ascii") as handle:
-    handle.write(str(target - 1))
-innocent = os.fork()
-if innocent == 0:
-    if mode == "group_leader":
-        os.setpgid(0, 0)  # as every job an interactive shell starts
-    os.execvp("sleep", ["sleep", "3600"])
+innocent = spawn_with_pid(target, ["sleep", "3600"], new_group=mode == "group_leader")
 save({"holder": holder, "target": target, "innocent": innocent})
 while True:
     try:

@@ -256,8 +256,12 @@ def test_a_systemd_unit_is_reported_and_its_restart_is_seen(sim, playbook):
                                      "pids": [target["pid"] for target in result["planned"]],
                                      "action": "reported (set stop_units=true to stop it instead of fighting its restarts)"}]
     assert server.pid in {entry["pid"] for entry in result["killed"]}
-    assert [entry["name"] for entry in result["respawned"]] == ["python3"]
-    assert "something restarts it" in result["respawned"][0]["reason"]
+    # One restarted server is seen: the launcher. Under load its first workers (forked with the launcher's command
+    # line, renamed a moment later) may be up by the module's last look: they are respawns too, in its tree.
+    respawned = result["respawned"]
+    roots = [entry for entry in respawned if entry["ppid"] not in {other["pid"] for other in respawned}]
+    assert [(entry["name"], "sglang.launch_server" in entry["cmdline"]) for entry in roots] == [("python3", True)]
+    assert all("something restarts it" in entry["reason"] for entry in respawned), respawned
     assert wait_until(lambda: alive(host, "sglang.launch_server"), message="the unit restarted the server")
 
 

@@ -179,12 +179,22 @@ def test_p05_gpu_holder_whose_main_thread_exited_is_named_and_stoppable(sim, pla
 # --- P06, P07: identity after the snapshot ---------------------------------------------------------------------
 
 # H (this script) starts L (the server: exits on SIGTERM) and L starts W (ignores SIGTERM, keeps the tree busy).
-# When L has exited, H reaps it and makes L's PID the next one (ns_last_pid) for an innocent I, which forks C:
+# When L has exited, H reaps it and starts an innocent I under L's PID (clone3 with set_tid); I forks C:
 # C's PPID is the number L released.
 PARENT_REUSED = r'''
 import json, os, signal, sys, time
+from gpusim.chosen_pid import spawn_with_pid
 from gpusim.testing import save_json
 out = sys.argv[1]
+INNOCENT = """
+import os, sys
+from gpusim.testing import save_json
+child = os.fork()
+if child == 0:
+    os.execvp("sleep", ["sleep", "3601"])
+save_json(sys.argv[1], child)
+os.execvp("sleep", ["sleep", "3602"])
+"""
 
 
 def save(data):
@@ -203,15 +213,7 @@ if leader == 0:
 worker = int(os.read(read_end, 64))
 save({"leader": leader, "worker": worker})
 os.waitpid(leader, 0)
-with open("/proc/sys/kernel/ns_last_pid", "w", encoding="ascii") as handle:
-    handle.write(str(leader - 1))
-innocent = os.fork()
-if innocent == 0:
-    child = os.fork()
-    if child == 0:
-        os.execvp("sleep", ["sleep", "3601"])
-    save_json(out + ".child", child)
-    os.execvp("sleep", ["sleep", "3602"])
+innocent = spawn_with_pid(leader, ["python3", "-c", INNOCENT, out + ".child"])
 while not os.path.exists(out + ".child"):
     time.sleep(0.001)
 with open(out + ".child", encoding="ascii") as handle:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -11,6 +12,7 @@ import time
 
 import pytest
 
+from gpusim.chosen_pid import spawn_with_pid
 from gpusim.driver import Driver
 
 LAG = 0.4
@@ -232,21 +234,7 @@ def test_missing_config_means_no_lag(tmp_path):
     assert Driver(config_path=str(tmp_path / "absent.json")).release_lag_s() == 0.0
 
 
-def _child_with_pid(wanted: int, attempts: int = 200) -> subprocess.Popen | None:
-    """Start `sleep` with a given PID through ns_last_pid (root): how a PID gets reused."""
-    for _attempt in range(attempts):
-        with open("/proc/sys/kernel/ns_last_pid", "w", encoding="ascii") as handle:
-            handle.write(str(wanted - 1))
-        child = subprocess.Popen(["sleep", "600"])
-        if child.pid == wanted:
-            wait_exec(child.pid)
-            return child
-        child.kill()
-        child.wait()
-    return None
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="setting ns_last_pid needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="choosing a PID (clone3 with set_tid) needs root")
 def test_allocation_follows_the_pidfd_not_a_reused_pid(config, spawn):
     driver = Driver(config_path=config(LAG))
     first = spawn()
@@ -255,9 +243,8 @@ def test_allocation_follows_the_pidfd_not_a_reused_pid(config, spawn):
     first.kill()
     first.wait()
     # The PID is free again and a new process gets it before the driver has looked at the pidfd.
-    second = _child_with_pid(pid)
-    if second is None:
-        pytest.skip(f"could not get PID {pid} again (busy machine)")
+    spawn_with_pid(pid, ["sleep", "600"])
+    wait_exec(pid)
     try:
         wait_readable(pidfd)
         exited = time.monotonic()
@@ -269,18 +256,19 @@ def test_allocation_follows_the_pidfd_not_a_reused_pid(config, spawn):
         assert driver.free(pid, 0) == []
         # ...and the dead process's memory goes after the lag although PID {pid} is alive.
         released = wait_released(driver, 0)
-        assert released - exited >= LAG - 0.05 and second.poll() is None
+        assert released - exited >= LAG - 0.05 and os.waitpid(pid, os.WNOHANG) == (0, 0)
         # Its own allocation gets its own pidfd, which watches the live process.
         new_pidfd = driver.alloc(pid, 0, 10)
         assert new_pidfd is not None
         assert select.select([new_pidfd], [], [], 0)[0] == []
         assert driver.state()["processes"] == [{"gpu": 0, "pid": pid, "mib": 10, "name": "sleep"}]
         os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
         wait_readable(new_pidfd)
         driver.process_exited(new_pidfd)
         os.close(new_pidfd)
         assert driver.state()["processes"] == [] and used(driver) == {"0": 10}
     finally:
-        if second.poll() is None:
-            second.kill()
-        second.wait()
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
