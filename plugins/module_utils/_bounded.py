@@ -26,7 +26,11 @@ REAP_AFTER_KILL_S = 1.0
 
 
 class TimeLimitExceeded(GpuOpsError):
-    """The work did not finish before its deadline."""
+    """The work did not finish before its deadline; for map_each, `item` is the index of the item it was stuck on."""
+
+    def __init__(self, message: str, item: int | None = None) -> None:
+        super().__init__(message)
+        self.item = item
 
 
 def _reap(pid: int, wait_s: float) -> None:
@@ -85,12 +89,18 @@ def _serve_call(work: t.Callable[[], t.Any], read_end: int, write_end: int, isol
         _write_all(write_end, payload)
         status = 0
     finally:
-        if status:
-            # An unexpected exception is on its way out: tell the parent what it was.
-            unexpected = sys.exc_info()[1]
-            if unexpected is not None:
-                _write_all(write_end, json.dumps({"error": f"{type(unexpected).__name__}: {unexpected}"}))
-        os._exit(status)
+        try:
+            if status:
+                _report_unexpected(write_end, lambda text: json.dumps({"error": text}))
+        finally:
+            os._exit(status)
+
+
+def _report_unexpected(write_end: int, encode: t.Callable[[str], str]) -> None:
+    """In a child, when an unexpected exception is on its way out: tell the parent what it was."""
+    unexpected = sys.exc_info()[1]
+    if unexpected is not None:
+        _write_all(write_end, encode(f"{type(unexpected).__name__}: {unexpected}"))
 
 
 def _answer(pid: int, read_end: int, timeout: float) -> t.Any:
@@ -122,24 +132,32 @@ def _answer(pid: int, read_end: int, timeout: float) -> t.Any:
     return answer["result"]
 
 
-def _serve_items(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], start: int, write_end: int) -> None:
+def _serve_items(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], start: int, write_end: int,
+                 isolate: bool) -> None:
     """Child side of map_each: one JSON line per item, written as soon as it is done."""
     status = 1
     try:
+        if isolate:
+            _isolate(write_end)
         for index in range(start, len(items)):
             _write_all(write_end, json.dumps([index, work(items[index])]) + "\n")
         status = 0
     finally:
-        os._exit(status)
+        try:
+            if status:  # index -1: the work failed, the value says how
+                _report_unexpected(write_end, lambda text: json.dumps([-1, text]) + "\n")
+        finally:
+            os._exit(status)
 
 
 def map_each(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], item_timeout: float, timeout: float,
-             max_skipped: int = 8) -> tuple[list[t.Any], list[int]]:
+             max_skipped: int = 8, isolate: bool = False) -> tuple[list[t.Any], list[int]]:
     """work(item) for every item, in forked children, each item with its own time limit.
 
     An item that takes longer than item_timeout is skipped (its result is None and its index is returned), and
     the work goes on with the next item in a fresh child. The whole map takes at most timeout plus item_timeout
-    per skipped item; more than max_skipped skipped items, or the deadline, raise TimeLimitExceeded.
+    per skipped item; more than max_skipped skipped items, or the deadline, raise TimeLimitExceeded, which names
+    the item the work was stuck on. isolate: as for call.
     """
     results: list[t.Any] = [None] * len(items)
     skipped: list[int] = []
@@ -150,7 +168,7 @@ def map_each(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], item_ti
         pid = os.fork()
         if pid == 0:  # child: leaves only through os._exit
             os.close(read_end)
-            _serve_items(work, items, done, write_end)
+            _serve_items(work, items, done, write_end, isolate)
         os.close(write_end)
         try:
             done = _collect_items(pid, read_end, results, done, item_timeout, deadline)
@@ -162,7 +180,8 @@ def map_each(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], item_ti
             done += 1
             deadline += item_timeout
             if len(skipped) > max_skipped:
-                raise TimeLimitExceeded(f"more than {max_skipped} items took longer than {item_timeout:g} s each")
+                raise TimeLimitExceeded(f"more than {max_skipped} items took longer than {item_timeout:g} s each",
+                                        item=skipped[-1])
     return results, skipped
 
 
@@ -175,7 +194,7 @@ def _collect_items(pid: int, read_end: int, results: list[t.Any], done: int, ite
         now = time.monotonic()
         if now >= deadline:
             os.kill(pid, signal.SIGKILL)
-            raise TimeLimitExceeded("did not finish within the time limit")
+            raise TimeLimitExceeded("did not finish within the time limit", item=done)
         if now >= item_deadline:
             os.kill(pid, signal.SIGKILL)
             return done
@@ -188,6 +207,8 @@ def _collect_items(pid: int, read_end: int, results: list[t.Any], done: int, ite
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             index, value = json.loads(line.decode("utf-8"))
+            if index < 0:
+                raise GpuOpsError(value)
             results[index] = value
             done = index + 1
         if lines:

@@ -557,14 +557,19 @@ def nvidia_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str
 
 def nvidia_devices_of(pids: t.Iterable[int], devices: t.Mapping[tuple[int, ...], str],
                       proc: str = PROC, timeout: float = SCAN_TIMEOUT_S) -> dict[int, list[str] | None]:
-    """nvidia_devices of every process, read under one deadline."""
-    wanted = list(pids)
-    identities: list[tuple[list[int], str]] = [(list(identity), name) for identity, name in devices.items()]
+    """nvidia_devices of every process, read under one deadline, in an isolated child (see `bounded`).
 
-    def work() -> dict[str, list[str] | None]:
-        known = {tuple(identity): name for identity, name in identities}
-        return {str(pid): nvidia_devices(pid, known, proc) for pid in wanted}
-    return {int(pid): found for pid, found in bounded(work, timeout, "reading which processes have /dev/nvidia* open").items()}
+    The child reports each process as soon as it is read, so a scan cut off at the deadline names the process it
+    was stuck on."""
+    wanted = list(pids)
+    try:
+        found, _skipped = _bounded.map_each(lambda pid: nvidia_devices(pid, devices, proc), wanted, timeout, timeout,
+                                            max_skipped=0, isolate=True)
+    except _bounded.TimeLimitExceeded as error:
+        stuck = f"process {wanted[error.item]}" if error.item is not None else "a process"
+        raise GpuOpsError(f"reading which processes have /dev/nvidia* open did not finish within {timeout:g} s: "
+                          f"{stuck} may have a file open on a stalled network filesystem (FUSE, NFS)") from None
+    return dict(zip(wanted, found))
 
 
 def bounded(work: t.Callable[[], t.Any], timeout: float, what: str) -> t.Any:

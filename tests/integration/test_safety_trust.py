@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 
 import jinja2
 import pytest
@@ -162,8 +163,12 @@ def test_s05_a_stalled_file_named_like_a_candidate_is_bounded(sim, playbook):
     assert leftovers["shm_removed"] == [] and exists(node, "/dev/shm/nccl-stale", container="200")
     facts = facts_result(run, node)
     assert "ansible_facts" not in facts, facts
-    # The scans' own deadline, whatever the GPU query's timeout (3 s here).
-    assert "did not finish within 10 s: a process may have a file open on a stalled network filesystem" in facts["msg"]
+    # The scans' own deadline, whatever the GPU query's timeout (3 s here); the message names the process it was stuck
+    # on, as the node numbers it.
+    stuck = re.search(r"did not finish within 10 s: process (\d+) may have a file open on a stalled network "
+                      r"filesystem", facts["msg"])
+    assert stuck, facts["msg"]
+    assert sh(node, f"readlink /proc/{stuck.group(1)}/fd/0").stdout.strip() == "/dev/nvidia0"
     assert run.elapsed_s < 90
 
 

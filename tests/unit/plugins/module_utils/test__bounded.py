@@ -39,3 +39,45 @@ def test_catastrophic_backtracking_is_cut_at_the_deadline():
     with pytest.raises(_bounded.TimeLimitExceeded):
         _bounded.call(lambda: bool(pattern.match("a" * 40 + "b")), timeout=0.5)
     assert time.monotonic() - started < 2.5
+
+
+def _slow_on_x(item):
+    if item == "x":
+        time.sleep(10)
+    return item.upper()
+
+
+def test_map_each_skips_a_slow_item_and_goes_on():
+    started = time.monotonic()
+    results, skipped = _bounded.map_each(_slow_on_x, ["a", "x", "b"], 0.3, 5)
+    assert results == ["A", None, "B"] and skipped == [1]
+    assert time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize(("items", "item_timeout", "timeout", "max_skipped", "stuck_on"), [
+    (["a", "x", "x", "x"], 0.2, 5, 2, 3),  # the third skip is one too many
+    (["a", "b", "x"], 5, 0.3, 8, 2),       # the whole map's deadline comes first
+])
+def test_map_each_names_the_item_it_was_stuck_on(items, item_timeout, timeout, max_skipped, stuck_on):
+    with pytest.raises(_bounded.TimeLimitExceeded) as raised:
+        _bounded.map_each(_slow_on_x, items, item_timeout, timeout, max_skipped=max_skipped)
+    assert raised.value.item == stuck_on
+
+
+def test_map_each_names_an_unexpected_error_instead_of_skipping_the_item():
+    with pytest.raises(GpuOpsError, match="^ZeroDivisionError: division by zero$") as raised:
+        _bounded.map_each(lambda item: 1 / item, [1, 0, 2], 5, 5)
+    assert not isinstance(raised.value, _bounded.TimeLimitExceeded)
+
+
+def test_an_isolated_map_keeps_only_its_answer_pipe(tmp_path):
+    keep = os.open(tmp_path / "lock", os.O_CREAT | os.O_RDWR)
+    try:
+        (seen,), _skipped = _bounded.map_each(lambda _item: sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+                                              [None], 5, 5, isolate=True)
+        (inherited,), _skipped = _bounded.map_each(lambda _item: os.path.exists(f"/proc/self/fd/{keep}"),
+                                                   [None], 5, 5)
+    finally:
+        os.close(keep)
+    assert keep not in seen and len(seen) <= 5  # 0-2 on /dev/null, the answer pipe, the listing itself
+    assert inherited, "without isolate the child shares the caller's descriptors"

@@ -7,11 +7,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
-import time
 
 import pytest
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _kill, _policy, _presets, _procfs, _signal, _snapshot, _tree
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _kill, _policy, _presets, _procfs, _signal, _snapshot, _tree
 
 
 def proc(pid, ppid, cmdline, comm=None, pgid=None, sid=None):
@@ -157,26 +156,6 @@ def test_log_lines_cannot_be_forged():
     assert "\n" not in escaped and "\x1b" not in escaped and "\r" not in escaped and "\u2028" not in escaped
     assert "x\\ngpuops.hygiene" in escaped and "\\x1b[2K\\r\\u2028" in escaped
     assert _signal.printable("python3 -m vllm é") == "python3 -m vllm é"
-
-
-def _slow_on_x(item):
-    if item == "x":
-        time.sleep(10)
-    return item.upper()
-
-
-def test_map_each_skips_a_slow_item_and_goes_on():
-    started = time.monotonic()
-    results, skipped = _bounded.map_each(_slow_on_x, ["a", "x", "b"], 0.3, 5)
-    assert results == ["A", None, "B"] and skipped == [1]
-    assert time.monotonic() - started < 3
-
-
-def test_map_each_fails_past_its_deadline_or_too_many_skips():
-    with pytest.raises(_bounded.TimeLimitExceeded):
-        _bounded.map_each(_slow_on_x, ["x"] * 4, 0.2, 5, max_skipped=2)
-    with pytest.raises(_bounded.TimeLimitExceeded):
-        _bounded.map_each(_slow_on_x, ["x"], 5, 0.3)
 
 
 def test_pattern_matching_bounds_each_command_line(proc_view):
