@@ -112,20 +112,17 @@ def check(request: Request) -> dict[str, t.Any]:
 
 def _users(names: set[str], proc: str) -> tuple[dict[tuple[int, int], list[int]], list[int]]:
     """Which processes (PIDs, all of them, read fresh) have files with these names open or mapped, under a deadline."""
-    def work() -> dict[str, list[list[int]] | None]:
-        found = {}
-        for pid in _procfs.pids(proc):
-            in_use = _procfs.files_in_use(pid, names, proc)
-            if in_use is None and _has_exited(pid, proc):
-                in_use = set()  # an exiting process refuses access to its files, and holds none
-            found[str(pid)] = None if in_use is None else [list(identity) for identity in in_use]
-        return found
-    scanned = _procfs.bounded(work, _procfs.SCAN_TIMEOUT_S, "reading which processes use the /dev/shm files")
+    def work(pid: int) -> list[list[int]] | None:
+        in_use = _procfs.files_in_use(pid, names, proc)
+        if in_use is None and _has_exited(pid, proc):
+            in_use = set()  # an exiting process refuses access to its files, and holds none
+        return None if in_use is None else [list(identity) for identity in in_use]
+    scanned = _procfs.bounded_each(work, _procfs.pids(proc), "reading which processes use the /dev/shm files")
     users: dict[tuple[int, int], list[int]] = {}
     for pid, in_use in scanned.items():
         for identity in in_use or []:
-            users.setdefault((identity[0], identity[1]), []).append(int(pid))
-    return users, sorted(int(pid) for pid, in_use in scanned.items() if in_use is None)
+            users.setdefault((identity[0], identity[1]), []).append(pid)
+    return users, sorted(pid for pid, in_use in scanned.items() if in_use is None)
 
 
 def _has_exited(pid: int, proc: str) -> bool:

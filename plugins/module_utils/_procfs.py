@@ -557,19 +557,24 @@ def nvidia_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str
 
 def nvidia_devices_of(pids: t.Iterable[int], devices: t.Mapping[tuple[int, ...], str],
                       proc: str = PROC, timeout: float = SCAN_TIMEOUT_S) -> dict[int, list[str] | None]:
-    """nvidia_devices of every process, read under one deadline, in an isolated child (see `bounded`).
+    """nvidia_devices of every process, read under one deadline (see `bounded_each`)."""
+    return bounded_each(lambda pid: nvidia_devices(pid, devices, proc), list(pids),
+                        "reading which processes have /dev/nvidia* open", timeout)
+
+
+def bounded_each(work: t.Callable[[int], t.Any], pids: t.Sequence[int], what: str,
+                 timeout: float = SCAN_TIMEOUT_S) -> dict[int, t.Any]:
+    """work(pid) for every process, as `bounded` runs work, under one deadline.
 
     The child reports each process as soon as it is read, so a scan cut off at the deadline names the process it
     was stuck on."""
-    wanted = list(pids)
     try:
-        found, _skipped = _bounded.map_each(lambda pid: nvidia_devices(pid, devices, proc), wanted, timeout, timeout,
-                                            max_skipped=0, isolate=True)
+        found, _skipped = _bounded.map_each(work, pids, timeout, timeout, max_skipped=0, isolate=True)
     except _bounded.TimeLimitExceeded as error:
-        stuck = f"process {wanted[error.item]}" if error.item is not None else "a process"
-        raise GpuOpsError(f"reading which processes have /dev/nvidia* open did not finish within {timeout:g} s: "
-                          f"{stuck} may have a file open on a stalled network filesystem (FUSE, NFS)") from None
-    return dict(zip(wanted, found))
+        stuck = f"process {pids[error.item]}" if error.item is not None else "a process"
+        raise GpuOpsError(f"{what} did not finish within {timeout:g} s: {stuck} may have a file open on a stalled "
+                          "network filesystem (FUSE, NFS)") from None
+    return dict(zip(pids, found))
 
 
 def bounded(work: t.Callable[[], t.Any], timeout: float, what: str) -> t.Any:

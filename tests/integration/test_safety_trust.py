@@ -159,7 +159,9 @@ def test_s05_a_stalled_file_named_like_a_candidate_is_bounded(sim, playbook):
                            {"scope_container": "200", "facts_timeout": 3}, timeout=120)
     leftovers = leftovers_of(run, node)
     assert "msg" not in leftovers and "shm" in leftovers, leftovers
-    assert "did not finish within 10 s" in leftovers["shm_error"]
+    shm_stuck = re.search(r"did not finish within 10 s: process (\d+) may have a file open", leftovers["shm_error"])
+    assert shm_stuck, leftovers["shm_error"]
+    assert sh(node, f"readlink /proc/{shm_stuck.group(1)}/fd/0").stdout.strip().endswith("/nccl-stale")
     assert leftovers["shm_removed"] == [] and exists(node, "/dev/shm/nccl-stale", container="200")
     facts = facts_result(run, node)
     assert "ansible_facts" not in facts, facts

@@ -106,6 +106,18 @@ def test_a_scan_that_blocks_is_cut_off_at_its_deadline():
     assert time.monotonic() - started < 5
 
 
+def test_a_per_process_scan_that_blocks_names_the_process_it_was_stuck_on():
+    def read(pid):
+        if pid == 42:
+            time.sleep(30)  # as stat() of a file on a stalled FUSE mount
+        return pid
+    assert _procfs.bounded_each(read, [7, 9], "reading", 5) == {7: 7, 9: 9}
+    started = time.monotonic()
+    with pytest.raises(GpuOpsError, match="^reading did not finish within 0.5 s: process 42 may have a file open on a"):
+        _procfs.bounded_each(read, [7, 42, 9], "reading", 0.5)
+    assert time.monotonic() - started < 5
+
+
 def test_the_scan_child_holds_none_of_the_callers_descriptors(tmp_path):
     keep = os.open(tmp_path / "lock", os.O_CREAT | os.O_RDWR)
     try:
