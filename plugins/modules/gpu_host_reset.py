@@ -190,10 +190,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         check_host()
-    except GpuOpsError as error:
-        module.fail_json(msg=str(error))
-    request = _request(module.params, module.check_mode)
-    try:
+        request = _request(module.params, module.check_mode)
         result = _host_reset.run(request, module.log)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))

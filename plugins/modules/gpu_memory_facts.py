@@ -291,14 +291,11 @@ def argument_spec() -> dict:
 
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    params = module.params
     try:
         check_host()
-    except GpuOpsError as error:
-        module.fail_json(msg=str(error))
-    params = module.params
-    request = _options.read_request(params, "gpu_memory_facts", ecc_baseline=params["ecc_baseline"],
-                                    settle_key=params["settle_key"])
-    try:
+        request = _options.read_request(params, "gpu_memory_facts", ecc_baseline=params["ecc_baseline"],
+                                        settle_key=params["settle_key"])
         facts = collect_until_clean(request)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))

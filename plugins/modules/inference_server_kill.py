@@ -223,10 +223,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         check_host()
-    except GpuOpsError as error:
-        module.fail_json(msg=str(error))
-    request = _options.stop_request(module.params, "inference_server_kill", module.check_mode)
-    try:
+        request = _options.stop_request(module.params, "inference_server_kill", module.check_mode)
         result = run(request, module.log)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))

@@ -121,10 +121,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         check_host()
-    except GpuOpsError as error:
-        module.fail_json(msg=str(error))
-    request = _options.leftovers_request(module.params, "server_leftovers", module.check_mode)
-    try:
+        request = _options.leftovers_request(module.params, "server_leftovers", module.check_mode)
         result = check(request)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
