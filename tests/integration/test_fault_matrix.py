@@ -238,7 +238,7 @@ PID_REUSE_HELPER = r'''
 import json, os, signal, sys, time
 from gpusim.chosen_pid import spawn_with_pid
 from gpusim.engines import hold_gpu
-from gpusim.testing import save_json
+from gpusim.testing import module_reads_the_gpus, save_json
 
 out, mode = sys.argv[1], sys.argv[2]
 
@@ -262,17 +262,6 @@ if holder == 0:
         time.sleep(3600)
 target = int(os.read(read_end, 64))
 save({"holder": holder, "target": target})
-
-
-def module_reads_the_gpus():
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if b"--query-compute-apps" in handle.read():
-                    return True
-        except OSError:
-            pass
-    return False
 
 
 while not module_reads_the_gpus():

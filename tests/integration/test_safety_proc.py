@@ -249,7 +249,7 @@ def test_p06_child_of_a_process_that_reused_an_exited_leaders_pid_is_not_a_membe
 EXECS_AFTER_SELECTION = r'''
 import os, sys, time
 from gpusim.engines import hold_gpu
-from gpusim.testing import save_json
+from gpusim.testing import module_reads_the_gpus, save_json
 out = sys.argv[1]
 read_end, write_end = os.pipe()
 holder = os.fork()
@@ -262,17 +262,6 @@ if holder == 0:
         os.execvp("sleep", ["sleep", "3600"])
     while True:
         time.sleep(3600)
-
-
-def module_reads_the_gpus():
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if b"--query-compute-apps" in handle.read():
-                    return True
-        except OSError:
-            pass
-    return False
 
 
 save_json(out, {"holder": holder})

@@ -231,6 +231,19 @@ def save_json(path: str, data: object) -> None:
     os.rename(path + ".tmp", path)
 
 
+def module_reads_the_gpus() -> bool:
+    """Inside a host: whether a module's nvidia-smi query of the GPU processes runs now (helpers that act in the
+    window between the module's /proc snapshot and its signals wait for it)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if b"--query-compute-apps" in handle.read():
+                    return True
+        except OSError:
+            pass
+    return False
+
+
 def put_file(host: str, path: str, text: str, container: str | None = None) -> None:
     """Write a file inside a simulated host (or one of its containers)."""
     fleet.run(host, ["sh", "-c", f"cat > {path}"], input=text, container=container)
