@@ -21,7 +21,7 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _scope, _signal, _tree
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _runtime, _scope, _signal, _tree
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
@@ -117,6 +117,15 @@ class Plan:
     protected: list[tuple[_procfs.Process, str, str]] = field(default_factory=list)
     out_of_scope: list[tuple[_procfs.Process, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The container runtimes that keep the targets' containers (and may start them again), with their targets.
+    runtimes: dict[_runtime.Monitor, list[_signal.Target]] = field(default_factory=dict)
+
+
+class Respawn(t.NamedTuple):
+    """A process that came back after the targets were signalled, and who starts it again when that is known."""
+
+    process: _procfs.Process
+    restarter: str | None = None
 
 
 class Selector:
@@ -359,13 +368,16 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
         supervisor = _supervisor_of(target.process, table)
         if supervisor:
             supervisors.setdefault(supervisor, []).append(target)
+        monitor = _runtime.monitor_above(target.process, table)
+        if monitor:
+            planned.runtimes.setdefault(monitor, []).append(target)
 
     unit_outcome: dict[_procfs.ServiceUnit, str] = {}
-    respawned: list[_procfs.Process] = []
+    respawned: list[Respawn] = []
     executor = _signal.Executor(request, log, started)
     if not request.check_mode and planned.targets:
         try:
-            restarters_left = bool(supervisors) or any(
+            restarters_left = bool(supervisors) or bool(planned.runtimes) or any(
                 not request.stop_units or unit.manager != "system" for unit in units)
             unit_outcome = _stop(request, planned, units, restarters_left, table, selector, executor, respawned)
         finally:
@@ -378,7 +390,7 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
 
 def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list[_signal.Target]], restarters_left: bool,
           table: dict[int, _procfs.Process], selector: Selector, executor: _signal.Executor,
-          respawned: list[_procfs.Process]) -> dict[_procfs.ServiceUnit, str]:
+          respawned: list[Respawn]) -> dict[_procfs.ServiceUnit, str]:
     executor.targets = planned.targets
     for target in planned.targets:
         executor.pin(target)
@@ -424,7 +436,7 @@ def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list
 
 
 def _kill_after_each_grace(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-                           executor: _signal.Executor, respawned: list[_procfs.Process],
+                           executor: _signal.Executor, respawned: list[Respawn],
                            servers: list[_signal.Target]) -> list[_signal.Target]:
     """SIGKILL each target that is still there when its own grace period ends (SGLang's 10 s, TGI's 90 s), trees
     that still grow stopped first; the wait ends as soon as every target is gone. Returns every server target."""
@@ -444,7 +456,7 @@ def _kill_after_each_grace(request: Request, planned: Plan, table: dict[int, _pr
 
 
 def _chase(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-           executor: _signal.Executor, respawned: list[_procfs.Process],
+           executor: _signal.Executor, respawned: list[Respawn],
            of: list[_signal.Target] | None = None) -> list[_signal.Target]:
     """Re-scan; pin the new members of the trees (of these targets only, when given) and add them to the targets."""
     found = []
@@ -456,7 +468,7 @@ def _chase(request: Request, planned: Plan, table: dict[int, _procfs.Process], s
 
 
 def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-                 executor: _signal.Executor, respawned: list[_procfs.Process], servers: list[_signal.Target]) -> list[_signal.Target]:
+                 executor: _signal.Executor, respawned: list[Respawn], servers: list[_signal.Target]) -> list[_signal.Target]:
     """Before SIGKILL: if the trees still grow, stop them (SIGSTOP, roots first) and re-scan until nothing new appears.
 
     A stopped process cannot fork, so every round finds only children forked before their parent stopped, and
@@ -482,7 +494,7 @@ def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Proce
 
 
 def _last_look(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-               executor: _signal.Executor, respawned: list[_procfs.Process]) -> None:
+               executor: _signal.Executor, respawned: list[Respawn]) -> None:
     """After SIGKILL: late members of the trees get SIGKILL too (they are no respawn); other new matches are respawns."""
     late = _chase(request, planned, table, selector, executor, respawned)
     for target in late:
@@ -491,13 +503,13 @@ def _last_look(request: Request, planned: Plan, table: dict[int, _procfs.Process
 
 
 def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-            respawned: list[_procfs.Process], of: list[_signal.Target] | None = None) -> list[_signal.Target]:
+            respawned: list[Respawn], of: list[_signal.Target] | None = None) -> list[_signal.Target]:
     """After the first signals: new processes of the trees are chased, new matches are respawns.
 
     With `of`, only the trees of those targets are chased (their grace period is over); a newcomer to another
     target's tree waits for that tree's turn and is no respawn. A newcomer gets the grace of the target it joins.
     """
-    known = {target.process.identity for target in planned.targets} | {process.identity for process in respawned}
+    known = {target.process.identity for target in planned.targets} | {again.process.identity for again in respawned}
     now_table = _procfs.scan(request.proc)
     parents, groups, sessions = _tree.anchors(planned.targets, request.proc)
     chased = _tree.anchors(of, request.proc) if of is not None else (parents, groups, sessions)
@@ -511,6 +523,10 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
     for pid, process in now_table.items():
         if process.identity in known or (pid in table and table[pid].identity == process.identity):
             continue
+        restarted_by = _runtime.restart_by(process, planned.runtimes, now_table)
+        if restarted_by is not None and selector.in_scope(process):
+            respawned.append(Respawn(process, _runtime.restarter(restarted_by)))
+            continue
         joins = _joins(process, parents, groups, sessions)
         in_tree = joins is not None and not selector.is_bystander(process)
         rule = selector.rule_for(process, pattern_rules)
@@ -522,7 +538,8 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
             found.append(_signal.Target(process, "appeared in the tree of a target during shutdown", MEMBER,
                                         grace_s=by_pid[t.cast(int, joins)].grace_s))
         elif not in_tree:
-            respawned.append(process)
+            monitor = _runtime.monitor_above(process, now_table)
+            respawned.append(Respawn(process, _runtime.restarter(monitor) if monitor else None))
     return found
 
 
@@ -536,6 +553,12 @@ def _joins(process: _procfs.Process, parents: dict[int, int], groups: set[int], 
     if process.sid in sessions and process.sid != process.pid:
         return process.sid
     return None
+
+
+def _respawn_reason(again: Respawn) -> str:
+    if again.restarter:
+        return f"started after the targets were signalled, by {again.restarter}: it starts the container again"
+    return "started after the targets were signalled and matches the selection: something restarts it"
 
 
 def _outcomes(request: Request, planned: Plan, executor: _signal.Executor,
@@ -569,7 +592,7 @@ def _outcomes(request: Request, planned: Plan, executor: _signal.Executor,
 
 def _result(request: Request, planned: Plan, executor: _signal.Executor, units: dict[_procfs.ServiceUnit, list[_signal.Target]],
             supervisors: dict[str, list[_signal.Target]], unit_outcome: dict[_procfs.ServiceUnit, str],
-            respawned: list[_procfs.Process],
+            respawned: list[Respawn],
             booted_at: float, started: float) -> dict[str, t.Any]:
     killed, survivors = _outcomes(request, planned, executor, booted_at)
     planned_entries = []
@@ -587,6 +610,11 @@ def _result(request: Request, planned: Plan, executor: _signal.Executor, units: 
                    "action": unit_outcome.get(unit, "reported")} for unit, targets in units.items()]
     restarters += [{"unit": name, "kind": "supervisor", "pids": [target.process.pid for target in targets],
                     "action": "reported (a supervisor may restart its program)"} for name, targets in supervisors.items()]
+    restarters += [{"unit": _runtime.describe(monitor), "kind": "container runtime",
+                    "pids": [target.process.pid for target in targets],
+                    "action": f"reported (a restart policy or its pod may start the server again: "
+                              f"{_runtime.stop_advice(monitor)} stops it for good)"}
+                   for monitor, targets in planned.runtimes.items()]
     signalled = any(target.signals for target in executor.targets)
     stopped_unit = any(outcome.startswith("stopped") for outcome in unit_outcome.values())
     return {
@@ -598,8 +626,8 @@ def _result(request: Request, planned: Plan, executor: _signal.Executor, units: 
         "protected": protected,
         "skipped_out_of_scope": skipped,
         "restarters": restarters,
-        "respawned": [dict(_procfs.process_record(process, booted_at), reason="started after the targets were signalled and matches "
-                           "the selection: something restarts it") for process in respawned],
+        "respawned": [dict(_procfs.process_record(again.process, booted_at), restarter=again.restarter,
+                           reason=_respawn_reason(again)) for again in respawned],
         "notes": planned.warnings,
         "grace_period": request.grace_period,
         "timeout": request.timeout,
