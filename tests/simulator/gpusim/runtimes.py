@@ -66,12 +66,29 @@ def _unshare_pid() -> None:
 
 
 def _start(command: list[str], pid_namespace: bool) -> int:
-    if pid_namespace:
+    """Start the container's process as the child of this monitor (a subreaper). With a PID namespace, as an OCI
+    runtime does it: an intermediate `runc create` unshares, forks the init and exits, and the init is adopted."""
+    if not pid_namespace:
+        child = os.fork()
+        if child == 0:
+            os.execvp(command[0], command)
+        return child
+    read, write = os.pipe()
+    runc = os.fork()
+    if runc == 0:
+        os.close(read)
+        proctitle.set_argv(["runc", "create", "--bundle", "/run/containerd/io.containerd.runtime.v2.task/k8s.io/x"])
         _unshare_pid()
-    child = os.fork()
-    if child == 0:
-        os.execvp(command[0], command)
-    return child
+        init = os.fork()
+        if init == 0:
+            os.execvp(command[0], command)
+        os.write(write, str(init).encode())
+        os._exit(0)
+    os.close(write)
+    init_pid = int(os.read(read, 32) or b"0")
+    os.close(read)
+    os.waitpid(runc, 0)
+    return init_pid
 
 
 def _detached(title: list[str], argv: list[str], delay: float) -> None:
@@ -87,6 +104,7 @@ def _detached(title: list[str], argv: list[str], delay: float) -> None:
 
 
 def conmon(args: argparse.Namespace) -> None:
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     proctitle.set_argv(conmon_argv(args.cid, args.name))
     child = _start(args.command, args.pid_namespace)
     os.waitpid(child, 0)
