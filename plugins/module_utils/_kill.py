@@ -451,7 +451,8 @@ def _kill_after_each_grace(request: Request, planned: Plan, table: dict[int, _pr
         due += _stop_growth(request, planned, table, selector, executor, respawned, due)
         for target in due:
             executor.send(target, "SIGKILL")
-        servers += [target for target in due if target not in servers]
+        listed = {id(target) for target in servers}
+        servers += [target for target in due if id(target) not in listed]
     return servers
 
 
@@ -534,9 +535,10 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
             continue
         if selector.protection(process, member=in_tree) or not selector.in_scope(process):
             continue
-        if in_tree and _joins(process, *chased) is not None:
+        chased_by = _joins(process, *chased) if in_tree else None
+        if chased_by is not None:
             found.append(_signal.Target(process, "appeared in the tree of a target during shutdown", MEMBER,
-                                        grace_s=by_pid[t.cast(int, joins)].grace_s))
+                                        grace_s=by_pid[chased_by].grace_s))
         elif not in_tree:
             monitor = _runtime.monitor_above(process, now_table)
             respawned.append(Respawn(process, _runtime.restarter(monitor) if monitor else None))
