@@ -32,6 +32,8 @@ _RUNC_STAGE = re.compile(r"^runc:\[\d:[A-Z]+\]$")
 _LONG_NAMES = ("containerd-shim-runc-v2", "containerd-shim-runc-v1", "docker-containerd-shim", "docker-containerd",
                "rootlessport-child")
 _MAX_ANCESTORS = 64
+# More arguments than any runtime's command line has (Podman's conmon: about 90): the rest is never read.
+_MAX_ARGS = 512
 
 
 class Monitor(t.NamedTuple):
@@ -65,7 +67,7 @@ def program_of(process: _procfs.Process) -> str | None:
 
 def _option(argv: t.Sequence[str], *names: str) -> str | None:
     """The value of a Go- or getopt-style option: `-id X`, `--id X`, `-id=X`, `--cid=X`."""
-    for index, arg in enumerate(argv[1:], 1):
+    for index, arg in enumerate(argv[1:_MAX_ARGS], 1):
         for name in names:
             if arg == name and index + 1 < len(argv):
                 return argv[index + 1]

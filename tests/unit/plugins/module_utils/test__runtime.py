@@ -287,3 +287,13 @@ def test_a_runtime_that_starts_the_server_again_is_the_restarter_and_the_host_is
     outcome = _outcome.reset_outcome("h", _outcome.Steps(before=clean, after=clean, kill=result))
     assert outcome["verdict"] == "busy"
     assert f"came back after the stop: {again['restarter']} restarts it" in outcome["message"]
+
+
+def test_a_monitor_name_on_a_hostile_command_line_is_read_at_once():
+    """Anyone may call a process conmon and give it a million arguments: only the first ones are read."""
+    argv = ("/usr/bin/conmon",) + ("--log-level", "warning") * 500000 + ("-c", CID)
+    started = time.monotonic()
+    hostile = _procfs.Process(pid=40, ppid=1, pgid=40, sid=40, state="S", comm="conmon", argv=argv, start_ticks=1,
+                              flags=0, threads=1, uid=1000, nspid=(40,), cgroups=("/",))
+    assert t_monitor(hostile).container is None
+    assert time.monotonic() - started < 5, "arguments past any runtime's count are not read one by one"
