@@ -21,11 +21,6 @@ BUSY = "busy"
 UNKNOWN = "unknown"
 
 REQUIRES_RESET_TOKEN = "[GPU requires reset]"
-def unified_memory_hint(answer: str) -> str:
-    """Where memory numbers are not there at all (unified-memory GPUs: GB10 / DGX Spark), with the driver's own word."""
-    return (f"the driver reports no memory numbers for it ({answer}), as on unified-memory GPUs "
-            "(GB10 / DGX Spark) whose GPU shares system memory: a memory check cannot prove it clean; "
-            "check the GPU processes (holders) and the host's memory instead")
 MIG_PID_HINT = ("inside a container on a MIG GPU the driver does not disclose other processes' PIDs: "
                 "run the check on the host, outside the container")
 # Where a PID the driver lists runs when this PID namespace cannot see it.
@@ -33,6 +28,13 @@ UNSEEN_PID = ("another PID namespace: a container runtime's own, a Podman or Doc
               "or the node's when this check runs in a container")
 HEALTHY_RECOVERY_ACTIONS = frozenset({"None", "[N/A]", "N/A"})
 LOST_GPU_HINT = "it may have fallen off the bus"
+
+
+def unified_memory_hint(answer: str) -> str:
+    """Where memory numbers are not there at all (unified-memory GPUs: GB10 / DGX Spark), with the driver's own word."""
+    return (f"the driver reports no memory numbers for it ({answer}), as on unified-memory GPUs "
+            "(GB10 / DGX Spark) whose GPU shares system memory: a memory check cannot prove it clean; "
+            "check the GPU processes (holders) and the host's memory instead")
 
 
 @dataclass

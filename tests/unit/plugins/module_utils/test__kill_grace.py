@@ -11,7 +11,10 @@ import re
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill
 
-from .test__presets_trees import grow, planned, tree  # noqa: F401 (grow is a fixture)
+from . import test__presets_trees as trees
+
+grow = trees.grow  # a fixture: real processes with any argv
+planned, tree = trees.planned, trees.tree
 
 SGLANG = "python3 -m sglang.launch_server --model-path Qwen/Qwen2.5-7B-Instruct --tp 2 --port 30000"
 TGI = "text-generation-launcher --model-id HuggingFaceH4/zephyr-7b-beta --num-shard 1 --port 8080"
@@ -31,7 +34,7 @@ def graces(view, request: _kill.Request, pids: list[int]) -> dict[int, float]:
     return {entry["pid"]: entry["grace_period"] for entry in result["planned"] if entry["pid"] in pids}
 
 
-def test_the_plan_gives_each_target_the_grace_of_its_own_preset(grow, proc_view):  # noqa: F811
+def test_the_plan_gives_each_target_the_grace_of_its_own_preset(grow, proc_view):
     sglang = grow(sglang_tree())
     tgi = grow(tree(TGI, tree(SHARD)))
     shared = grow(tree("ray::RayWorkerWrapper"))
@@ -47,7 +50,7 @@ def test_the_plan_gives_each_target_the_grace_of_its_own_preset(grow, proc_view)
     assert found[custom[0]] == _kill.DEFAULT_GRACE_S
 
 
-def test_a_member_reached_only_through_a_tree_gets_its_leaders_grace(grow, proc_view):  # noqa: F811
+def test_a_member_reached_only_through_a_tree_gets_its_leaders_grace(grow, proc_view):
     pids = grow(tree(TGI, tree("/usr/bin/python3 /opt/tools/shard_helper.py --watch")))
     assert graces(proc_view, _kill.Request(servers=("tgi",), check_mode=True, proc=proc_view.path), pids) == \
         {pids[0]: 90, pids[1]: 90}
@@ -55,14 +58,14 @@ def test_a_member_reached_only_through_a_tree_gets_its_leaders_grace(grow, proc_
         f"member of the tree of pid {pids[0]} (preset tgi: program text-generation-launcher)"
 
 
-def test_an_explicit_grace_period_applies_to_every_target(grow, proc_view):  # noqa: F811
+def test_an_explicit_grace_period_applies_to_every_target(grow, proc_view):
     pids = grow(sglang_tree()) + grow(tree(TGI, tree(SHARD)))
     found = graces(proc_view, _kill.Request(servers=("all",), grace_period=3, check_mode=True, proc=proc_view.path),
                    pids)
     assert set(found.values()) == {3}
 
 
-def test_sglang_workers_that_ignore_sigterm_get_sigkill_after_sglangs_grace_not_tgis(grow, proc_view):  # noqa: F811
+def test_sglang_workers_that_ignore_sigterm_get_sigkill_after_sglangs_grace_not_tgis(grow, proc_view):
     """The default `servers: [all]` (grace_period 90, for TGI) next to SGLang workers ignoring SIGTERM."""
     sglang = grow(sglang_tree(ignore_term=True))
     tgi = grow(tree(TGI, tree(SHARD)))

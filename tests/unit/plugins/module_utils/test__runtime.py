@@ -19,7 +19,9 @@ import pytest
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _outcome, _procfs, _runtime
 
-from .test__presets_trees import grow, planned, tree  # noqa: F401 (grow is a fixture)
+from . import test__presets_trees as trees
+
+grow = trees.grow  # a fixture: real processes with any argv
 
 PODMAN_ARCH = "https://github.com/Alberthua-Perl/tech-docs (podman-arch-usage: ps -ef | egrep 'podman|slirp4netns|conmon')"
 CID = "29260258303cef76f1191c8b83f16eb7ba70c5424bb17a729e2d3b051680adba"
@@ -110,8 +112,8 @@ def process(pid: int, ppid: int, cmdline: str, comm: str, nspid: tuple[int, ...]
 def test_a_monitor_is_known_with_its_container(cmdline, comm, program, container, name, namespace, source):
     monitor = _runtime.monitor_of(process(40, 1, cmdline, comm))
     assert monitor is not None, source
-    assert (monitor.program, monitor.container, monitor.name, monitor.namespace) == (program, container, name,
-                                                                                    namespace), source
+    assert (monitor.program, monitor.container, monitor.name, monitor.namespace) == \
+        (program, container, name, namespace), source
 
 
 @pytest.mark.parametrize("cmdline, comm, program, source", OTHERS, ids=[row[2] for row in OTHERS])
@@ -171,7 +173,7 @@ def test_a_new_container_under_the_same_shim_or_a_new_monitor_of_the_same_contai
     ("runc init", "runc:[2:INIT]", "init"),
     (OTHERS[12][0], "dockerd", "containerd"),
 ], ids=["conmon", "shim", "docker-proxy", "slirp4netns", "runc-init", "dockerd"])
-def test_a_pattern_that_matches_a_runtime_never_selects_it(grow, proc_view, cmdline, comm, pattern):  # noqa: F811
+def test_a_pattern_that_matches_a_runtime_never_selects_it(grow, proc_view, cmdline, comm, pattern):
     pids = grow({"argv": list(argv_of(cmdline)), "children": [], "comm": comm})
     request = _kill.Request(patterns=(pattern,), check_mode=True, proc=proc_view.path)
     request.resolve()
