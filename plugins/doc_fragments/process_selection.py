@@ -19,6 +19,13 @@ options:
         C(nice), C(env), C(watch), C(sh -c), ...), whose command is judged on its own. Both are listed among the
         protected processes (C(protected)) with the reason. What runs below such a program is no member of a
         target's tree.
+      - Container runtimes are never selected by a pattern (or a preset), whatever their command lines carry (Podman's
+        C(conmon) has its container's name in it - C(-n vllm-server)) - monitors and shims (C(conmon), C(conmonrs),
+        C(containerd-shim*)), OCI runtimes (C(runc), C(crun), C(runsc), ...), their helpers (C(docker-proxy),
+        C(rootlessport), C(slirp4netns), C(pasta), C(fuse-overlayfs), C(catatonit), C(pause)) and the engines'
+        daemons (C(containerd), C(dockerd), C(crio), C(kubelet), C(k3s)). Stopping one orphans or ends a container;
+        they are listed in C(protected) with the reason and the command that stops the container for good
+        (C(podman stop NAME), C(docker stop ID), deleting the pod).
       - Only the first 4096 characters of each command line are matched.
       - An invalid expression fails the task, naming it, before anything is signalled. Each command line has a
         matching budget of 0.5 s; a process whose line exceeds it is left alone and named in the notes. When more
@@ -58,9 +65,14 @@ options:
     default: SIGTERM
   grace_period:
     description:
-      - Seconds between the first signal and SIGKILL.
-      - Defaults to the longest default of the selected presets (sglang 10, vllm 15, tgi 90 (it drains requests),
-        trtllm 30, triton 30, llamacpp 10, ollama 10), and 10 for patterns, clients and GPU holders.
+      - Seconds between the first signal and SIGKILL, for every target.
+      - Without it, each target gets the grace period of the preset that selected it (sglang 10, vllm 15, tgi 90 (it
+        drains requests), trtllm 30, triton 30, llamacpp 10, ollama 10, lmdeploy 15, aphrodite 15, koboldcpp 10,
+        mlcllm 10; a title several presets claim, such as C(ray::RayWorkerWrapper), the longest of theirs), 10 for
+        what a pattern or O(gpu_holders) selects, 5 for clients; a member of a target's tree gets its target's. So
+        with V([all]) SGLang workers that ignore SIGTERM get SIGKILL after 10 s, not after TGI's 90 s. The stop's own
+        limits (the lock wait, the default O(kill_timeout)) follow the longest of these; the result says which grace
+        applied to each target (C(grace_period) of C(planned), C(killed) and C(survivors)).
     type: float
   stop_units:
     description:

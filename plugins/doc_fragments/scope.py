@@ -55,7 +55,9 @@ options:
     description:
       - Engine presets. Each matches the real launch shapes of its engine, never a substring of a command line;
         M(gpuops.hygiene.server_leftovers) applies the selected presets' usual C(/dev/shm) file patterns.
-      - V(sglang) - C(python -m sglang.launch_server), C(sglang serve), the SGLang router, workers titled C(sglang::*).
+      - V(sglang) - C(python -m sglang.launch_server), C(sglang serve) (also of a diffusion model), the SGLang router,
+        workers titled C(sglang::*) and SGLang Diffusion's C(sgl_diffusion::*) (C(sgl_diffusion::scheduler_U0),
+        C(_TP0), C(:1); also when orphaned under PID 1).
       - V(vllm) - C(vllm serve), C(python -m vllm.entrypoints.openai.api_server), C(VLLM::*) processes, Ray workers
         titled C(ray::RayWorkerWrapper) or (older vLLM) C(ray::RayWorkerVllm).
       - V(tgi) - C(text-generation-launcher), C(text-generation-router), C(text-generation-server serve).
@@ -64,10 +66,22 @@ options:
         C(tritonserver) with the TensorRT-LLM backend, and an MPI launcher (C(mpirun), C(mpiexec), C(orterun)) whose
         own command line starts any of these. The launcher's C(mpirun) is the root that covers Triton's rank 0, whose
         C(tritonserver) command line names no backend; with one rank it is known by the exact shape
-        C(launch_triton_server.py) gives it. The model repository is never read.
-      - V(triton) - C(tritonserver) and its C(triton_python_backend_stub) processes.
+        C(launch_triton_server.py) gives it. The model repository is never read. Also its Ray workers
+        (C(ray::RayWorkerWrapper)).
+      - V(triton) - C(tritonserver) (C(trtserver) before 2020, TensorRT Inference Server) and its
+        C(triton_python_backend_stub) processes.
       - V(llamacpp) - C(llama-server), C(python -m llama_cpp.server).
       - V(ollama) - C(ollama serve), C(ollama runner), C(ollama_llama_server) (also when orphaned).
+      - V(lmdeploy) - C(lmdeploy serve api_server), C(lmdeploy serve proxy), C(python -m lmdeploy.serve.openai.api_server),
+        its engine process (a multiprocessing child that names itself C(ZMQMPEngine) in its comm, not in its command line)
+        and Ray workers (C(ray::RayWorkerWrapper)).
+      - V(aphrodite) - C(aphrodite run), C(aphrodite serve), C(python -m aphrodite.endpoints.openai.api_server) (and
+        C(aphrodite.entrypoints...)), C(APHRODITE::*) processes and Ray workers (C(ray::RayWorkerWrapper)).
+      - V(koboldcpp) - C(koboldcpp.py) and the released binaries (C(koboldcpp), C(koboldcpp-linux-x64-cuda1150),
+        C(koboldcpp-linux-x64-nocuda), ... - the one-file bootloader and the child it runs, both with the same command
+        line).
+      - V(mlcllm) - C(mlc_llm serve), C(mlc_llm router), C(python -m mlc_llm serve), C(python -m mlc_llm.serve.server),
+        and its tensor-parallel workers C(python -m mlc_llm.cli.worker).
       - V(all) - every preset.
       - Interpreter flags are read as Python reads them, combined or not (C(python3 -um sglang.launch_server),
         C(-Bm), C(-X dev -m)); scripts run by C(bash) or C(sh) are matched like scripts run by Python; C(bash -c) and
@@ -86,6 +100,26 @@ options:
         An orphaned process that a preset matches (C(ollama_llama_server), C(triton_python_backend_stub),
         C(VLLM::Worker_TP0)) is named there with the preset that stops it.
         While their engine runs, such processes (and C(orted)) are members of its tree and stop with it.
+      - C(ray::RayWorkerWrapper) is the title Ray gives the workers of vLLM, TensorRT-LLM, LMDeploy and Aphrodite alike
+        (it is their actor's class name); any of these presets stops it.
+      - Orchestrators that run an engine in their own process - NVIDIA Dynamo's engine workers
+        (C(python -m dynamo.vllm), C(python -m dynamo.sglang), C(python -m dynamo.trtllm), C(dynamo-run out=vllm),
+        C(out=sglang), C(out=trtllm), C(out=llamacpp)) are stopped by that engine's preset, since they hold its GPUs
+        and their workers carry its titles; there is no C(dynamo) preset. Dynamo's frontend
+        (C(python -m dynamo.frontend), C(dynamo-run in=http out=dyn://...)), its sidecars and tools hold no GPU and
+        are matched by no preset, nor is an engine no preset knows (C(dynamo-run out=mistralrs)).
+      - Ray Serve replicas (C(ray::ServeReplica:<app>:<deployment>)) are matched by no preset, since the title names the
+        user's application, not the engine, and the Serve controller starts a replica again as soon as it dies
+        (reported in C(respawned)). Stop them with C(serve shutdown) (or C(ray stop)), or select them with
+        O(gpuops.hygiene.inference_server_kill#module:patterns) and expect that restart. Engine workers they start
+        (C(VLLM::EngineCore), C(ray::RayWorkerWrapper)) are their engine's.
+      - text-generation-webui (C(python server.py --model ... --listen)) has no preset, since C(server.py) is any
+        program's name. Select it with a pattern of its own path, or with
+        O(gpuops.hygiene.inference_server_kill#module:gpu_holders).
+      - An engine without a preset is stopped only with O(gpuops.hygiene.inference_server_kill#module:patterns) (or
+        O(gpuops.hygiene.inference_server_kill#module:gpu_holders)); listing it here fails the task.
+      - Container runtimes are never matched, whatever their command lines say (see
+        O(gpuops.hygiene.inference_server_kill#module:patterns)).
       - Defaults to V([all]) in M(gpuops.hygiene.gpu_host_reset) and to none (V([])) in
         M(gpuops.hygiene.inference_server_kill) and M(gpuops.hygiene.server_leftovers).
     type: list

@@ -142,7 +142,10 @@ def read_gpus(request: Request) -> _snapshot.Snapshot:
 
 def resettable_gpus(facts: dict[str, t.Any]) -> list[int]:
     """GPUs a guarded `nvidia-smi --gpu-reset` may act on: memory held by no process and no process with the GPU open
-    (the driver refuses a reset of a GPU in use), when that leaked memory is all that keeps the host from clean."""
+    (the driver refuses a reset of a GPU in use), when that leaked memory is all that keeps the host from clean.
+
+    A holder that is not protected forbids every reset, also one the driver lists that this PID namespace cannot
+    see (never protected: no name of it can be checked): it may own memory on any GPU."""
     threshold = facts["idle_threshold_mib"]
     held = [gpu for gpu in facts["gpus"] if (gpu["memory_used_mib"] or 0) > threshold and not gpu["unattributed"]]
     if facts["verdict"] != _snapshot.BUSY or held or any(not holder["protected"] for holder in facts["holders"]):
@@ -285,6 +288,20 @@ def collect(request: Request) -> dict[str, t.Any]:
     return facts
 
 
+def _unattributed_reason(label: str, gpu: _snapshot.GpuRow, used: int, unseen: t.Sequence[Holder]) -> str:
+    """Memory no listed process holds on this GPU: a leak that needs a reset, unless the driver lists processes this
+    PID namespace cannot see; one of them may own it, and no reset can be done while it lives."""
+    if unseen:
+        who = "; ".join(holder.describe() for holder in unseen[:4]) + (f" and {len(unseen) - 4} more" if len(unseen) > 4
+                                                                       else "")
+        return (f"{label}: {used} MiB used by no process this PID namespace can see, while the driver lists "
+                f"processes it cannot see, which may own it: {who}; stop them where they run (no GPU reset is "
+                f"offered while they live)")
+    baseline = (" (or, with MIG enabled, this is the idle baseline of tens of MiB: raise idle_threshold_mib)"
+                if gpu.mig_mode == "Enabled" and used < 1024 else "")
+    return f"{label}: {used} MiB used by no process; needs `nvidia-smi --gpu-reset -i {gpu.index}` or a reboot{baseline}"
+
+
 def _judge_count(request: Request, snapshot: _snapshot.Snapshot, gpus: list[_snapshot.GpuRow], judge: Judge) -> None:
     """Fewer GPUs than expected, or none at all, is never clean."""
     expected = request.expected_gpu_count
@@ -304,9 +321,11 @@ def _judge_gpus(gpus: list[_snapshot.GpuRow], holders: dict[int, Holder], reques
     gpu_facts = []
     named: set[int] = set()
     held: list[tuple[_snapshot.GpuRow, int, list[Holder]]] = []
+    unseen = sorted((holder for holder in holders.values() if holder.listed_by_driver and holder.process is None),
+                    key=lambda holder: holder.pid)
     for gpu in gpus:
         gpu_holders = [holder for holder in holders.values() if gpu.index in holder.used_mib]
-        gpu_facts.append(_judge_gpu(gpu, gpu_holders, request, judge, named, held))
+        gpu_facts.append(_judge_gpu(gpu, gpu_holders, request, judge, named, held, unseen))
     judge.busy[:0] = held_reasons(held, request.idle_threshold_mib)
     return gpu_facts, named
 
@@ -402,7 +421,8 @@ def _driver_doubts(gpu: _snapshot.GpuRow, ecc_baseline: dict[str, int] | None) -
     """Why the driver's own answers about this GPU forbid `clean`: unreadable memory, error tokens, reset-needed states."""
     doubts = []
     if gpu.memory_used_mib is None and gpu.reports_no_memory():
-        doubts.append(f"memory use cannot be judged ({gpu.name or 'unknown model'}): {_snapshot.UNIFIED_MEMORY_HINT}")
+        hint = _snapshot.unified_memory_hint(gpu.memory_absent or "[N/A]")
+        doubts.append(f"memory use cannot be judged ({gpu.name or 'unknown model'}): {hint}")
     elif gpu.memory_used_mib is None:
         doubts.append(f"used memory not readable ({gpu.memory_token() or 'no number'})")
     # The memory fields share one driver call (NVML): the same token as used memory is said once, above.
@@ -423,8 +443,10 @@ def _driver_doubts(gpu: _snapshot.GpuRow, ecc_baseline: dict[str, int] | None) -
 
 
 def _judge_gpu(gpu: _snapshot.GpuRow, holders: list[Holder], request: Request, judge: Judge,
-               named: set[int], held: list[tuple[_snapshot.GpuRow, int, list[Holder]]]) -> dict[str, t.Any]:
-    """Judge one GPU; add the PIDs its reasons name to `named` and a GPU held over the threshold to `held`."""
+               named: set[int], held: list[tuple[_snapshot.GpuRow, int, list[Holder]]],
+               unseen: t.Sequence[Holder] = ()) -> dict[str, t.Any]:
+    """Judge one GPU; add the PIDs its reasons name to `named` and a GPU held over the threshold to `held`.
+    unseen: the processes the driver lists that this PID namespace cannot see (on any GPU)."""
     label = f"GPU {gpu.index}" + (f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else "")
     used = gpu.memory_used_mib
     judge.unknown.extend(f"{label}: {reason}" for reason in _driver_doubts(gpu, request.ecc_baseline))
@@ -435,10 +457,8 @@ def _judge_gpu(gpu: _snapshot.GpuRow, holders: list[Holder], request: Request, j
         named.update(holder.pid for holder in owners)
         held.append((gpu, used, owners))
     elif used is not None and over:
-        baseline = (" (or, with MIG enabled, this is the idle baseline of tens of MiB: raise idle_threshold_mib)"
-                    if gpu.mig_mode == "Enabled" and used < 1024 else "")
-        judge.busy.append(f"{label}: {used} MiB used by no process; needs `nvidia-smi --gpu-reset -i {gpu.index}` "
-                          f"or a reboot{baseline}")
+        judge.busy.append(_unattributed_reason(label, gpu, used, unseen))
+        named.update(holder.pid for holder in unseen)
     clean = used is not None and not over and not gpu.requires_reset and not gpu.tokens and \
         not gpu.reset_needed_states() and not _ecc_grew(gpu, request.ecc_baseline) and \
         all(holder.protected for holder in holders)

@@ -21,7 +21,7 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _scope, _signal, _tree
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _runtime, _scope, _signal, _tree
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
@@ -61,6 +61,8 @@ class Request:
     check_mode: bool = False
     nvidia_smi_path: str | None = None
     proc: str = _procfs.PROC
+    # Set by resolve(): without an explicit grace_period each target gets the grace of the preset that selected it.
+    grace_from_presets: bool | None = None
 
     def resolve(self) -> None:
         """Validate everything and fill in the defaults; raises GpuOpsError before anything is signalled."""
@@ -82,6 +84,8 @@ class Request:
             value = getattr(self, option)
             if value is not None and not 0 <= value <= 86400:
                 raise GpuOpsError(f"{option} must be between 0 and 86400 seconds, got {value}")
+        if self.grace_from_presets is None:
+            self.grace_from_presets = self.grace_period is None
         if self.grace_period is None:
             graces = [preset.grace_period_s for preset in _presets.select(self.servers)]
             if self.patterns or self.clients or self.gpu_holders:
@@ -113,6 +117,15 @@ class Plan:
     protected: list[tuple[_procfs.Process, str, str]] = field(default_factory=list)
     out_of_scope: list[tuple[_procfs.Process, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The container runtimes that keep the targets' containers (and may start them again), with their targets.
+    runtimes: dict[_runtime.Monitor, list[_signal.Target]] = field(default_factory=dict)
+
+
+class Respawn(t.NamedTuple):
+    """A process that came back after the targets were signalled, and who starts it again when that is known."""
+
+    process: _procfs.Process
+    restarter: str | None = None
 
 
 class Selector:
@@ -214,20 +227,27 @@ class Selector:
     def in_scope(self, process: _procfs.Process) -> bool:
         return _scope.selectable(process, self.request.container, self.request.container_processes)
 
-    def rule_for(self, process: _procfs.Process, pattern_rules: dict[int, str]) -> tuple[str, int] | None:
+    def rule_for(self, process: _procfs.Process, pattern_rules: dict[int, str]) -> tuple[str, int, float] | None:
+        """The rule that selects the process, its phase, and its grace period (seconds until SIGKILL)."""
         pattern_rule = pattern_rules.get(process.pid)
         if pattern_rule and self.spared_from_patterns(process):
             pattern_rule = None
         if pattern_rule and pattern_rule.startswith("client"):
-            return pattern_rule, CLIENT
-        preset_rule = _presets.match_any(self.presets, process.argv, process.comm)
-        if preset_rule:
-            return preset_rule, ROOT
+            return pattern_rule, CLIENT, self.grace(min(CLIENT_GRACE_S, float(self.request.grace_period or 0)))
+        claimants = _presets.claimants(self.presets, process.argv, process.comm)
+        if claimants:
+            # A title several engines share (ray::RayWorkerWrapper) gets the longest of their graces.
+            return (f"preset {claimants[0].name}: {claimants[0].match(process.argv, process.comm)}", ROOT,
+                    self.grace(max(preset.grace_period_s for preset in claimants)))
         if pattern_rule:
-            return pattern_rule, ROOT
+            return pattern_rule, ROOT, self.grace(DEFAULT_GRACE_S)
         if process.identity in self.gpu_holders:
-            return self.gpu_holders[process.identity], ROOT
+            return self.gpu_holders[process.identity], ROOT, self.grace(DEFAULT_GRACE_S)
         return None
+
+    def grace(self, own: float) -> float:
+        """A target's grace period: the one its rule gives, unless the request set one for all."""
+        return float(self.request.grace_period or 0) if self.request.grace_from_presets is False else own
 
     @staticmethod
     def spared_from_patterns(process: _procfs.Process) -> str | None:
@@ -257,7 +277,7 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
         if matched is None:
             _report_spared(process, pattern_rules, result, selector)
             continue
-        _consider(process, matched[0], matched[1], chosen, result, selector)
+        _consider(process, *matched, chosen, result, selector)
 
     # Whole trees: descendants, and the members of process groups and sessions a target leads.
     holds = _tree.PidHolders(request.proc)
@@ -266,8 +286,8 @@ def plan(request: Request, table: dict[int, _procfs.Process], selector: Selector
         for pid in sorted(_tree.tree_members(target.process, table, holds, selector)):
             if pid not in chosen:
                 phase = CLIENT if target.phase == CLIENT else MEMBER
-                _consider(table[pid], f"member of the tree of pid {leader} ({target.rule})", phase, chosen, result,
-                          selector)
+                _consider(table[pid], f"member of the tree of pid {leader} ({target.rule})", phase,
+                          t.cast(float, target.grace_s), chosen, result, selector)
 
     for target in chosen.values():
         if target.phase == ROOT and target.process.ppid in chosen and chosen[target.process.ppid].phase != CLIENT:
@@ -296,8 +316,8 @@ def _note_unhandled_init_signals(request: Request, result: Plan) -> None:
                                    f"{request.signal}: the kernel discards it, so it gets SIGKILL after the grace period")
 
 
-def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int, _signal.Target], result: Plan,
-              selector: Selector) -> None:
+def _consider(process: _procfs.Process, rule: str, phase: int, grace_s: float, chosen: dict[int, _signal.Target],
+              result: Plan, selector: Selector) -> None:
     if process.pid in chosen or any(entry[0].pid == process.pid for entry in result.protected):
         return
     if process.state == "Z" and process.threads <= 1:
@@ -312,7 +332,7 @@ def _consider(process: _procfs.Process, rule: str, phase: int, chosen: dict[int,
     elif not selector.in_scope(process):
         result.out_of_scope.append((process, rule))
     else:
-        chosen[process.pid] = _signal.Target(process, rule, phase)
+        chosen[process.pid] = _signal.Target(process, rule, phase, grace_s=grace_s)
 
 
 def _supervisor_of(process: _procfs.Process, table: dict[int, _procfs.Process]) -> str | None:
@@ -348,13 +368,16 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
         supervisor = _supervisor_of(target.process, table)
         if supervisor:
             supervisors.setdefault(supervisor, []).append(target)
+        monitor = _runtime.monitor_above(target.process, table)
+        if monitor:
+            planned.runtimes.setdefault(monitor, []).append(target)
 
     unit_outcome: dict[_procfs.ServiceUnit, str] = {}
-    respawned: list[_procfs.Process] = []
+    respawned: list[Respawn] = []
     executor = _signal.Executor(request, log, started)
     if not request.check_mode and planned.targets:
         try:
-            restarters_left = bool(supervisors) or any(
+            restarters_left = bool(supervisors) or bool(planned.runtimes) or any(
                 not request.stop_units or unit.manager != "system" for unit in units)
             unit_outcome = _stop(request, planned, units, restarters_left, table, selector, executor, respawned)
         finally:
@@ -367,17 +390,16 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
 
 def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list[_signal.Target]], restarters_left: bool,
           table: dict[int, _procfs.Process], selector: Selector, executor: _signal.Executor,
-          respawned: list[_procfs.Process]) -> dict[_procfs.ServiceUnit, str]:
+          respawned: list[Respawn]) -> dict[_procfs.ServiceUnit, str]:
     executor.targets = planned.targets
     for target in planned.targets:
         executor.pin(target)
     unit_outcome = _signal.stop_units(units, executor, planned.warnings) if request.stop_units and units else {}
-    grace_deadline = executor.grace_deadline
 
     clients = [target for target in planned.targets if target.phase == CLIENT]
     for target in clients:
         executor.send(target, request.signal)
-    executor.wait(clients, min(executor.started + CLIENT_GRACE_S, grace_deadline))
+    executor.wait(clients, max((executor.grace_deadline_of(target) for target in clients), default=0.0))
     for target in clients:
         executor.send(target, "SIGKILL")
     executor.wait(clients, time.monotonic() + 1.0)
@@ -387,7 +409,9 @@ def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list
     for target in roots:
         executor.send(target, request.signal)
     # Give each engine's own shutdown a moment to reach its workers before signalling them directly.
-    executor.wait(roots, min(time.monotonic() + min(2.0, float(request.grace_period or 0) / 3), grace_deadline))
+    shortest = min((executor.grace_of(target) for target in roots), default=0.0)
+    executor.wait(roots, min(time.monotonic() + min(2.0, shortest / 3),
+                             min((executor.grace_deadline_of(target) for target in roots), default=0.0)))
     for target in members:
         executor.send(target, request.signal)
 
@@ -396,11 +420,7 @@ def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list
         if executor.pin(target):
             executor.targets.append(target)
             executor.send(target, request.signal)
-    servers = roots + members + found
-    executor.wait(servers, grace_deadline)
-    servers += _stop_growth(request, planned, table, selector, executor, respawned, servers)
-    for target in servers:
-        executor.send(target, "SIGKILL")
+    servers = _kill_after_each_grace(request, planned, table, selector, executor, respawned, roots + members + found)
     executor.wait(servers, executor.deadline)
     # A last look for what comes back: reported, not chased (its restarter would win that race). Where a
     # restarter is known and was not stopped, watch a little longer for its restart.
@@ -415,11 +435,33 @@ def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list
     return unit_outcome
 
 
+def _kill_after_each_grace(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
+                           executor: _signal.Executor, respawned: list[Respawn],
+                           servers: list[_signal.Target]) -> list[_signal.Target]:
+    """SIGKILL each target that is still there when its own grace period ends (SGLang's 10 s, TGI's 90 s), trees
+    that still grow stopped first; the wait ends as soon as every target is gone. Returns every server target."""
+    pending = list(servers)
+    while pending:
+        due_at = min(executor.grace_deadline_of(target) for target in pending)
+        executor.wait(pending, due_at)
+        if all(target.gone or target.pidfd is None for target in pending):
+            break
+        due = [target for target in pending if executor.grace_deadline_of(target) <= due_at]
+        pending = [target for target in pending if executor.grace_deadline_of(target) > due_at]
+        due += _stop_growth(request, planned, table, selector, executor, respawned, due)
+        for target in due:
+            executor.send(target, "SIGKILL")
+        listed = {id(target) for target in servers}
+        servers += [target for target in due if id(target) not in listed]
+    return servers
+
+
 def _chase(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-           executor: _signal.Executor, respawned: list[_procfs.Process]) -> list[_signal.Target]:
-    """Re-scan; pin the new members of the trees and add them to the targets."""
+           executor: _signal.Executor, respawned: list[Respawn],
+           of: list[_signal.Target] | None = None) -> list[_signal.Target]:
+    """Re-scan; pin the new members of the trees (of these targets only, when given) and add them to the targets."""
     found = []
-    for target in _rescan(request, planned, table, selector, respawned):
+    for target in _rescan(request, planned, table, selector, respawned, of):
         if executor.pin(target):
             executor.targets.append(target)
             found.append(target)
@@ -427,7 +469,7 @@ def _chase(request: Request, planned: Plan, table: dict[int, _procfs.Process], s
 
 
 def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-                 executor: _signal.Executor, respawned: list[_procfs.Process], servers: list[_signal.Target]) -> list[_signal.Target]:
+                 executor: _signal.Executor, respawned: list[Respawn], servers: list[_signal.Target]) -> list[_signal.Target]:
     """Before SIGKILL: if the trees still grow, stop them (SIGSTOP, roots first) and re-scan until nothing new appears.
 
     A stopped process cannot fork, so every round finds only children forked before their parent stopped, and
@@ -435,7 +477,7 @@ def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Proce
     """
     if all(target.gone or target.pidfd is None for target in servers):
         return []  # nothing of the trees runs: nothing can grow (the last look still reports respawns)
-    added = _chase(request, planned, table, selector, executor, respawned)
+    added = _chase(request, planned, table, selector, executor, respawned, servers)
     new = list(added)
     rounds = 0
     if added:
@@ -444,7 +486,7 @@ def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Proce
     while new and rounds < GROWTH_ROUNDS and time.monotonic() < executor.deadline:
         for target in new:
             executor.send(target, "SIGSTOP")
-        new = _chase(request, planned, table, selector, executor, respawned)
+        new = _chase(request, planned, table, selector, executor, respawned, servers + added)
         added += new
         rounds += 1
     if new:
@@ -453,7 +495,7 @@ def _stop_growth(request: Request, planned: Plan, table: dict[int, _procfs.Proce
 
 
 def _last_look(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-               executor: _signal.Executor, respawned: list[_procfs.Process]) -> None:
+               executor: _signal.Executor, respawned: list[Respawn]) -> None:
     """After SIGKILL: late members of the trees get SIGKILL too (they are no respawn); other new matches are respawns."""
     late = _chase(request, planned, table, selector, executor, respawned)
     for target in late:
@@ -462,11 +504,17 @@ def _last_look(request: Request, planned: Plan, table: dict[int, _procfs.Process
 
 
 def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], selector: Selector,
-            respawned: list[_procfs.Process]) -> list[_signal.Target]:
-    """After the first signals: new processes of the trees are chased, new matches are respawns."""
-    known = {target.process.identity for target in planned.targets} | {process.identity for process in respawned}
+            respawned: list[Respawn], of: list[_signal.Target] | None = None) -> list[_signal.Target]:
+    """After the first signals: new processes of the trees are chased, new matches are respawns.
+
+    With `of`, only the trees of those targets are chased (their grace period is over); a newcomer to another
+    target's tree waits for that tree's turn and is no respawn. A newcomer gets the grace of the target it joins.
+    """
+    known = {target.process.identity for target in planned.targets} | {again.process.identity for again in respawned}
     now_table = _procfs.scan(request.proc)
     parents, groups, sessions = _tree.anchors(planned.targets, request.proc)
+    chased = _tree.anchors(of, request.proc) if of is not None else (parents, groups, sessions)
+    by_pid = {target.process.pid: target for target in planned.targets}
     try:
         pattern_rules = selector.pattern_matches(now_table)
     except GpuOpsError as error:
@@ -476,20 +524,43 @@ def _rescan(request: Request, planned: Plan, table: dict[int, _procfs.Process], 
     for pid, process in now_table.items():
         if process.identity in known or (pid in table and table[pid].identity == process.identity):
             continue
-        parent = parents.get(process.ppid)
-        in_tree = ((parent is not None and process.start_ticks >= parent) or
-                   (process.pgid in groups and process.pgid != pid) or (process.sid in sessions and process.sid != pid)) \
-            and not selector.is_bystander(process)
+        restarted_by = _runtime.restart_by(process, planned.runtimes, now_table)
+        if restarted_by is not None and selector.in_scope(process):
+            respawned.append(Respawn(process, _runtime.restarter(restarted_by)))
+            continue
+        joins = _joins(process, parents, groups, sessions)
+        in_tree = joins is not None and not selector.is_bystander(process)
         rule = selector.rule_for(process, pattern_rules)
         if not in_tree and rule is None:
             continue
         if selector.protection(process, member=in_tree) or not selector.in_scope(process):
             continue
-        if in_tree:
-            found.append(_signal.Target(process, "appeared in the tree of a target during shutdown", MEMBER))
-        else:
-            respawned.append(process)
+        chased_by = _joins(process, *chased) if in_tree else None
+        if chased_by is not None:
+            found.append(_signal.Target(process, "appeared in the tree of a target during shutdown", MEMBER,
+                                        grace_s=by_pid[chased_by].grace_s))
+        elif not in_tree:
+            monitor = _runtime.monitor_above(process, now_table)
+            respawned.append(Respawn(process, _runtime.restarter(monitor) if monitor else None))
     return found
+
+
+def _joins(process: _procfs.Process, parents: dict[int, int], groups: set[int], sessions: set[int]) -> int | None:
+    """The PID of the target whose tree a new process belongs to (as its child, or in a group or session it leads)."""
+    parent = parents.get(process.ppid)
+    if parent is not None and process.start_ticks >= parent:
+        return process.ppid
+    if process.pgid in groups and process.pgid != process.pid:
+        return process.pgid
+    if process.sid in sessions and process.sid != process.pid:
+        return process.sid
+    return None
+
+
+def _respawn_reason(again: Respawn) -> str:
+    if again.restarter:
+        return f"started after the targets were signalled, by {again.restarter}: it starts the container again"
+    return "started after the targets were signalled and matches the selection: something restarts it"
 
 
 def _outcomes(request: Request, planned: Plan, executor: _signal.Executor,
@@ -501,7 +572,8 @@ def _outcomes(request: Request, planned: Plan, executor: _signal.Executor,
             planned.warnings.append(target.skipped)
             continue
         entry = _procfs.process_record(target.process, booted_at)
-        entry.update(rule=target.rule, role=PHASES[target.phase], signals=target.signals)
+        entry.update(rule=target.rule, role=PHASES[target.phase], signals=target.signals,
+                     grace_period=executor.grace_of(target))
         if target.gone and not target.failure:
             since = target.first_signal_at or executor.started
             entry["seconds_to_exit"] = round(max((target.exited_at or since) - since, 0.0), 3)
@@ -522,13 +594,13 @@ def _outcomes(request: Request, planned: Plan, executor: _signal.Executor,
 
 def _result(request: Request, planned: Plan, executor: _signal.Executor, units: dict[_procfs.ServiceUnit, list[_signal.Target]],
             supervisors: dict[str, list[_signal.Target]], unit_outcome: dict[_procfs.ServiceUnit, str],
-            respawned: list[_procfs.Process],
+            respawned: list[Respawn],
             booted_at: float, started: float) -> dict[str, t.Any]:
     killed, survivors = _outcomes(request, planned, executor, booted_at)
     planned_entries = []
     for target in planned.targets:
         entry = _procfs.process_record(target.process, booted_at)
-        entry.update(rule=target.rule, role=PHASES[target.phase],
+        entry.update(rule=target.rule, role=PHASES[target.phase], grace_period=executor.grace_of(target),
                      signals=[request.signal] + (["SIGCONT"] if target.process.state in ("T", "t") else []))
         planned_entries.append(entry)
     protected = [dict(_procfs.process_record(process, booted_at), rule=rule, reason=reason) for process, rule, reason in planned.protected]
@@ -540,6 +612,11 @@ def _result(request: Request, planned: Plan, executor: _signal.Executor, units: 
                    "action": unit_outcome.get(unit, "reported")} for unit, targets in units.items()]
     restarters += [{"unit": name, "kind": "supervisor", "pids": [target.process.pid for target in targets],
                     "action": "reported (a supervisor may restart its program)"} for name, targets in supervisors.items()]
+    restarters += [{"unit": _runtime.describe(monitor), "kind": "container runtime",
+                    "pids": [target.process.pid for target in targets],
+                    "action": f"reported (a restart policy or its pod may start the server again: "
+                              f"{_runtime.stop_advice(monitor)} stops it for good)"}
+                   for monitor, targets in planned.runtimes.items()]
     signalled = any(target.signals for target in executor.targets)
     stopped_unit = any(outcome.startswith("stopped") for outcome in unit_outcome.values())
     return {
@@ -551,8 +628,8 @@ def _result(request: Request, planned: Plan, executor: _signal.Executor, units: 
         "protected": protected,
         "skipped_out_of_scope": skipped,
         "restarters": restarters,
-        "respawned": [dict(_procfs.process_record(process, booted_at), reason="started after the targets were signalled and matches "
-                           "the selection: something restarts it") for process in respawned],
+        "respawned": [dict(_procfs.process_record(again.process, booted_at), restarter=again.restarter,
+                           reason=_respawn_reason(again)) for again in respawned],
         "notes": planned.warnings,
         "grace_period": request.grace_period,
         "timeout": request.timeout,

@@ -127,6 +127,7 @@ def parse_gpu_rows(text: str, fields: t.Sequence[str]) -> tuple[list[GpuRow], li
             recovery_action=_text(raw["gpu_recovery_action"]) if "gpu_recovery_action" in raw else None,
             tokens=tokens,
             retired_pages_pending=_yes_no(raw.get("retired_pages.pending", "")),
+            memory_absent=(raw["memory.used"] or "[N/A]") if raw["memory.used"] in NOT_AVAILABLE else None,
         ))
     return rows, problems
 

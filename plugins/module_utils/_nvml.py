@@ -168,6 +168,8 @@ def _read_gpu(nvml: t.Any, handle: t.Any, index: int, driver: str, answer: dict[
         "recovery_action": recovery,
         "tokens": tokens,
         "retired_pages_pending": None if retired is None else bool(retired),
+        # NVML_ERROR_NOT_SUPPORTED is the only refusal that leaves no token: what GB10 answers for its memory.
+        "memory_absent": "[Not Supported]" if memory is None and "memory.used" not in tokens else None,
     })
     _read_processes(nvml, handle, index, uuid, answer)
 

@@ -85,7 +85,8 @@ def _stop_reasons(kill: t.Mapping[str, t.Any], last: t.Mapping[str, t.Any]) -> t
         if entry["pid"] in held_now:
             reasons.append(f"{_who(entry)} holds a GPU and was spared on purpose: {entry['reason']}")
     for entry in kill.get("respawned", []):
-        reasons.append(f"pid {entry['pid']} ({entry.get('cmdline')}) came back after the stop: something restarts it")
+        restarter = entry.get("restarter") or "something"
+        reasons.append(f"pid {entry['pid']} ({entry.get('cmdline')}) came back after the stop: {restarter} restarts it")
         verdict = BUSY
     return verdict, reasons
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typing as t
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _presets, _procfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _presets, _procfs, _runtime
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 # GPU infrastructure and GPU monitors that legitimately keep /dev/nvidia* open: never a
@@ -83,6 +83,9 @@ def never_signalled(process: _procfs.Process, member: bool, names: frozenset[str
         if member and process.container is not None:
             return (f"PID 1 of {where}, reached only as a member of a target's tree: a container's "
                     "PID 1 is stopped only when a rule matches it")
+    runtime = _runtime.never_a_server(process)
+    if runtime:
+        return runtime
     if is_protected(process, names):
         return "protected GPU infrastructure"
     return None

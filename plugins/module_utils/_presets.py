@@ -6,9 +6,11 @@
 
 A preset matches launch shapes, never substrings: the interpreter running an
 engine module (python -m sglang.launch_server), an engine's console script or
-binary (vllm serve, text-generation-launcher, tritonserver), or the title an
-engine gives its workers (sglang::scheduler_TP3, VLLM::EngineCore). A log tail,
-an editor or a grep that mentions the engine never has such a shape.
+binary (vllm serve, text-generation-launcher, tritonserver), the title an
+engine gives its workers (sglang::scheduler_TP3, VLLM::EngineCore), or an
+orchestrator that runs the engine in its own process (NVIDIA Dynamo's
+python -m dynamo.vllm). A log tail, an editor or a grep that mentions the
+engine never has such a shape.
 """
 
 from __future__ import annotations
@@ -217,8 +219,12 @@ class Preset:
     shm_patterns: tuple[str, ...]
     modules: frozenset[str] = frozenset()
     commands: frozenset[str] = frozenset()                  # console scripts / binaries that always serve
+    # A console script, binary or Python module (python -m X) and the subcommands that serve ("serve api_server").
     commands_with_subcommand: tuple[tuple[str, frozenset[str]], ...] = ()
     title_prefixes: tuple[str, ...] = ()                     # renamed workers (setproctitle)
+    comm_names: frozenset[str] = frozenset()                 # workers renamed with prctl(PR_SET_NAME): comm only
+    command_pattern: t.Pattern[str] | None = None            # binaries whose released names vary
+    dynamo_engines: frozenset[str] = frozenset()             # NVIDIA Dynamo running this engine in its own process
     extra: t.Callable[[Launch, str], str | None] | None = None
 
     def match(self, argv: t.Sequence[str], comm: str) -> str | None:
@@ -228,17 +234,47 @@ class Preset:
         for prefix in self.title_prefixes:
             if first.startswith(prefix) or (not first and comm.startswith(prefix[:15])):
                 return f"worker title {prefix}*"
+        if comm in self.comm_names:
+            return f"worker named {comm} (its comm)"
         if launch.python_module in self.modules:
             return f"python -m {launch.python_module}"
         command = launch.command
-        if command in self.commands:
+        if command in self.commands or (command and self.command_pattern and self.command_pattern.match(command)):
             return f"program {command}"
         for name, subcommands in self.commands_with_subcommand:
-            if command == name and launch.subcommand in subcommands:
-                return f"program {name} {launch.subcommand}"
+            if name in (command, launch.python_module):
+                subcommand = _subcommand_of(launch, subcommands)
+                if subcommand:
+                    return f"{'program' if name == command else 'python -m'} {name} {subcommand}"
+        engine = _dynamo_engine(launch)
+        if engine is not None and engine[1] in self.dynamo_engines:
+            return f"NVIDIA Dynamo running {engine[1]} in its own process ({engine[0]})"
         if self.extra is not None:
             return self.extra(launch, comm)
         return None
+
+
+def _subcommand_of(launch: Launch, subcommands: t.AbstractSet[str]) -> str | None:
+    """The subcommand (one word or several: `serve api_server`) the launch starts, if it is one of these."""
+    operands = [arg for arg in launch.args[:_MAX_OPTIONS] if not arg.startswith("-")]
+    return next((sub for sub in subcommands if operands[:len(sub.split(" "))] == sub.split(" ")), None)
+
+
+# NVIDIA Dynamo: `python -m dynamo.<engine>` workers, and `dynamo-run ... out=<engine>` (or `dynamo run`).
+# https://github.com/ai-dynamo/dynamo (components/src/dynamo/<engine>/__main__.py, docs/guides/dynamo_run.md)
+_DYNAMO_MODULE = re.compile(r"^dynamo\.(vllm|sglang|trtllm)(?:\.(?:worker|decode_worker))?$")
+
+
+def _dynamo_engine(launch: Launch) -> tuple[str, str] | None:
+    """(how, engine) when NVIDIA Dynamo runs an engine in this process; None for its frontend, router and tools."""
+    module = _DYNAMO_MODULE.match(launch.python_module or "")
+    if module:
+        return f"python -m {launch.python_module}", module.group(1)
+    if launch.command == "dynamo-run" or (launch.command == "dynamo" and launch.subcommand == "run"):
+        out = next((arg[4:] for arg in launch.args[:_MAX_OPTIONS] if arg.startswith("out=")), None)
+        if out:
+            return f"{launch.command} out={out}", out
+    return None
 
 
 def _triton_with_trtllm(launch: Launch, comm: str) -> str | None:
@@ -277,28 +313,37 @@ def _mpi_launch_of_trtllm(argv: list[str]) -> str | None:
 
 
 _NCCL_TORCH_SHM = ("nccl-*", "torch_*", "psm_*", "sem.mp-*")
+# Ray names an actor's worker after the actor's class: vLLM, TensorRT-LLM, LMDeploy and Aphrodite all call theirs
+# RayWorkerWrapper, so the title tells the engines apart no more than its class name does.
+_RAY_WORKER_WRAPPER = "ray::RayWorkerWrapper"
 
 PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
     Preset(
         name="sglang",
-        description="SGLang: python -m sglang.launch_server, sglang serve, sglang::* workers, the SGLang router",
+        description="SGLang: python -m sglang.launch_server, sglang serve, sglang::* and sgl_diffusion::* workers, "
+                    "the SGLang router, NVIDIA Dynamo's SGLang workers",
         grace_period_s=10,
         ports=(30000,),
         shm_patterns=_NCCL_TORCH_SHM,
         modules=frozenset({"sglang.launch_server", "sglang.srt.server", "sglang_router.launch_server",
                            "sglang_router.launch_router"}),
-        commands_with_subcommand=(("sglang", frozenset({"serve", "launch_server"})),),
-        title_prefixes=("sglang::",),
+        commands_with_subcommand=(("sglang", frozenset({"serve", "launch_server"})),
+                                  ("sglang.multimodal_gen.runtime.entrypoints.cli.main", frozenset({"serve"}))),
+        # sgl_diffusion::scheduler_TP0, _U0, :1 (multimodal_gen/runtime/managers/gpu_worker.py); 15 characters, all comm.
+        title_prefixes=("sglang::", "sgl_diffusion::"),
+        dynamo_engines=frozenset({"sglang"}),
     ),
     Preset(
         name="vllm",
-        description="vLLM: vllm serve, the OpenAI API server module, VLLM::* processes, vLLM Ray workers",
+        description="vLLM: vllm serve, the OpenAI API server module, VLLM::* processes, vLLM Ray workers, "
+                    "NVIDIA Dynamo's vLLM workers",
         grace_period_s=15,
         ports=(8000,),
         shm_patterns=_NCCL_TORCH_SHM,
         modules=frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"}),
         commands_with_subcommand=(("vllm", frozenset({"serve"})),),
-        title_prefixes=("VLLM::", "VllmWorkerProcess", "ray::RayWorkerWrapper", "ray::RayWorkerVllm"),
+        title_prefixes=("VLLM::", "VllmWorkerProcess", _RAY_WORKER_WRAPPER, "ray::RayWorkerVllm"),
+        dynamo_engines=frozenset({"vllm", "vllm0_7", "vllm0_8"}),
     ),
     Preset(
         name="tgi",
@@ -312,31 +357,34 @@ PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
     Preset(
         name="trtllm",
         description="TensorRT-LLM: trtllm-serve, trtllm-llmapi-launch and its MGMN nodes, mpirun starting them, "
-                    "and Triton serving the TensorRT-LLM backend",
+                    "Triton serving the TensorRT-LLM backend, its Ray workers, NVIDIA Dynamo's TensorRT-LLM workers",
         grace_period_s=30,
         ports=(8000,),
         shm_patterns=_NCCL_TORCH_SHM,
         commands=frozenset({"trtllm-serve", "trtllm-llmapi-launch"}),
         modules=frozenset({"tensorrt_llm.commands.serve", "tensorrt_llm.llmapi.mgmn_leader_node",
                            "tensorrt_llm.llmapi.mgmn_worker_node"}),
+        title_prefixes=(_RAY_WORKER_WRAPPER,),
+        dynamo_engines=frozenset({"trtllm"}),
         extra=_triton_with_trtllm,
     ),
     Preset(
         name="triton",
-        description="Triton Inference Server: tritonserver and its Python backend stubs",
+        description="Triton Inference Server: tritonserver (trtserver before 2020) and its Python backend stubs",
         grace_period_s=30,
         ports=(8000, 8001, 8002),
         shm_patterns=("nccl-*", "triton_*"),
-        commands=frozenset({"tritonserver", "triton_python_backend_stub"}),
+        commands=frozenset({"tritonserver", "trtserver", "triton_python_backend_stub"}),
     ),
     Preset(
         name="llamacpp",
-        description="llama.cpp: llama-server, python -m llama_cpp.server",
+        description="llama.cpp: llama-server, python -m llama_cpp.server, NVIDIA Dynamo running llama.cpp",
         grace_period_s=10,
         ports=(8080,),
         shm_patterns=(),
         commands=frozenset({"llama-server"}),
         modules=frozenset({"llama_cpp.server"}),
+        dynamo_engines=frozenset({"llamacpp"}),
     ),
     Preset(
         name="ollama",
@@ -346,6 +394,48 @@ PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
         shm_patterns=(),
         commands=frozenset({"ollama_llama_server"}),
         commands_with_subcommand=(("ollama", frozenset({"serve", "runner"})),),
+    ),
+    Preset(
+        name="lmdeploy",
+        description="LMDeploy: lmdeploy serve api_server and proxy, the OpenAI API server module, its engine process "
+                    "(ZMQMPEngine) and Ray workers",
+        # launch_server.py gives each data-parallel server 15 s after SIGTERM before SIGKILL.
+        grace_period_s=15,
+        ports=(23333,),
+        shm_patterns=_NCCL_TORCH_SHM,
+        modules=frozenset({"lmdeploy.serve.openai.api_server", "lmdeploy.serve.proxy.proxy"}),
+        commands_with_subcommand=(("lmdeploy", frozenset({"serve api_server", "serve proxy"})),),
+        title_prefixes=(_RAY_WORKER_WRAPPER,),
+        comm_names=frozenset({"ZMQMPEngine"}),
+    ),
+    Preset(
+        name="aphrodite",
+        description="Aphrodite Engine: aphrodite run (or serve), the OpenAI API server module, APHRODITE::* processes "
+                    "and Ray workers",
+        grace_period_s=15,  # a vLLM fork: the same shutdown
+        ports=(2242,),
+        shm_patterns=_NCCL_TORCH_SHM,
+        modules=frozenset({"aphrodite.endpoints.openai.api_server", "aphrodite.entrypoints.openai.api_server"}),
+        commands_with_subcommand=(("aphrodite", frozenset({"run", "serve"})),),
+        title_prefixes=("APHRODITE::", _RAY_WORKER_WRAPPER),
+    ),
+    Preset(
+        name="koboldcpp",
+        description="KoboldCpp: koboldcpp.py and the released koboldcpp binaries (koboldcpp-linux-x64-cuda1150, ...)",
+        grace_period_s=10,
+        ports=(5001,),
+        shm_patterns=(),
+        commands=frozenset({"koboldcpp.py"}),
+        command_pattern=re.compile(r"^koboldcpp(?:-linux-(?:x64|arm64)(?:-[a-z0-9]+)*)?$"),
+    ),
+    Preset(
+        name="mlcllm",
+        description="MLC LLM: mlc_llm serve and router, python -m mlc_llm.serve.server, its disco workers",
+        grace_period_s=10,
+        ports=(8000,),
+        shm_patterns=("nccl-*",),
+        modules=frozenset({"mlc_llm.serve.server", "mlc_llm.cli.worker"}),
+        commands_with_subcommand=(("mlc_llm", frozenset({"serve", "router"})),),
     ),
 )}
 ALL = "all"
@@ -372,6 +462,11 @@ def match_any(presets: t.Iterable[Preset], argv: t.Sequence[str], comm: str) -> 
         if why:
             return f"preset {preset.name}: {why}"
     return None
+
+
+def claimants(presets: t.Iterable[Preset], argv: t.Sequence[str], comm: str) -> list[Preset]:
+    """Every one of these presets that claims the process (a title several engines share has several)."""
+    return [preset for preset in presets if preset.match(argv, comm)]
 
 
 def _comm_in(comm: str, names: t.AbstractSet[str]) -> bool:

@@ -51,6 +51,8 @@ class Target:
     # The executable at pinning; a process that runs another program before a signal is skipped (the reason).
     exe: str | None = None
     skipped: str | None = None
+    # Seconds between the first signal and SIGKILL for this target (None: the request's grace_period).
+    grace_s: float | None = None
 
     @property
     def gone(self) -> bool:
@@ -71,10 +73,18 @@ class Executor:
         self.started = time.monotonic()
         self.deadline = (started or self.started) + float(request.timeout or 0)
         # SIGKILL after the grace period, but always early enough to leave half the time after it for the final wait.
-        self.grace_deadline = min(self.started + float(request.grace_period or 0),
-                                  self.deadline - (float(request.timeout or 0) - float(request.grace_period or 0)) / 2)
+        self.grace_cap = self.deadline - (float(request.timeout or 0) - float(request.grace_period or 0)) / 2
+        self.grace_deadline = min(self.started + float(request.grace_period or 0), self.grace_cap)
         self.targets: list[Target] = []
         self.d_state = DStateWatch()
+
+    def grace_of(self, target: Target) -> float:
+        """This target's grace period: its own (the preset's that selected it), else the request's."""
+        return float(self.request.grace_period or 0) if target.grace_s is None else target.grace_s
+
+    def grace_deadline_of(self, target: Target) -> float:
+        """When this target gets SIGKILL: its own grace period after the start, never later than the request's cap."""
+        return min(self.started + self.grace_of(target), self.grace_cap)
 
     def pin(self, target: Target) -> bool:
         """Open a pidfd and make sure it is still the process we planned for (not a reused PID)."""

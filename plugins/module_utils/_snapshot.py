@@ -21,14 +21,20 @@ BUSY = "busy"
 UNKNOWN = "unknown"
 
 REQUIRES_RESET_TOKEN = "[GPU requires reset]"
-# Where memory numbers are not there at all: unified-memory GPUs (GB10 / DGX Spark) print [N/A] for memory.*.
-UNIFIED_MEMORY_HINT = ("the driver reports no memory numbers for it ([N/A]), as on unified-memory GPUs "
-                       "(GB10 / DGX Spark) whose GPU shares system memory: a memory check cannot prove it clean; "
-                       "check the GPU processes (holders) and the host's memory instead")
 MIG_PID_HINT = ("inside a container on a MIG GPU the driver does not disclose other processes' PIDs: "
                 "run the check on the host, outside the container")
+# Where a PID the driver lists runs when this PID namespace cannot see it.
+UNSEEN_PID = ("another PID namespace: a container runtime's own, a Podman or Docker container started from the node, "
+              "or the node's when this check runs in a container")
 HEALTHY_RECOVERY_ACTIONS = frozenset({"None", "[N/A]", "N/A"})
 LOST_GPU_HINT = "it may have fallen off the bus"
+
+
+def unified_memory_hint(answer: str) -> str:
+    """Where memory numbers are not there at all (unified-memory GPUs: GB10 / DGX Spark), with the driver's own word."""
+    return (f"the driver reports no memory numbers for it ({answer}), as on unified-memory GPUs "
+            "(GB10 / DGX Spark) whose GPU shares system memory: a memory check cannot prove it clean; "
+            "check the GPU processes (holders) and the host's memory instead")
 
 
 @dataclass
@@ -49,6 +55,8 @@ class GpuRow:
     recovery_action: str | None = None
     tokens: dict[str, str] = field(default_factory=dict)
     retired_pages_pending: bool | None = None
+    # What the driver printed instead of used memory when it has none to give ([N/A], [Not Supported]).
+    memory_absent: str | None = None
 
     @property
     def requires_reset(self) -> bool:
@@ -126,7 +134,7 @@ class Holder:
     def describe(self) -> str:
         if self.process is None:
             name = self.reported_name or "unknown process"
-            return f"pid {self.pid} ({name}, not visible from here: another PID namespace)"
+            return f"pid {self.pid} ({name}, not visible from here: {UNSEEN_PID})"
         return f"pid {self.pid} ({brief(self.process.cmdline, 80)}) in {self.location()}"
 
     def to_dict(self, booted_at: float, proc: str) -> dict[str, t.Any]:

@@ -31,6 +31,11 @@ description:
     O(protect)). Those are reported in RV(protected) with the reason. A server that is PID 1 of its container
     (C(docker run vllm/vllm-openai)) is stopped when a rule matches it; the kernel delivers a signal other than
     SIGKILL to it only when it handles that signal, so RV(notes) says when it will only stop with SIGKILL.
+  - Container runtimes (C(conmon), C(containerd-shim*), C(runc), C(crun), C(docker-proxy), C(pause), the container
+    daemons) are never signalled either. The runtime that keeps a target's container is reported in RV(restarters)
+    (a restart policy or a pod starts the server again); the stop then watches for that restart, and a new monitor
+    of the same container, or a new container under the same shim, is reported in RV(respawned) with the runtime as
+    its C(restarter).
   - A process in uninterruptible sleep that survives SIGKILL is reported as unkillable and the module returns; the
     whole call never takes longer than O(kill_timeout).
   - Every signal sent is written to the system log with the rule that selected the process, on one line; control
@@ -98,7 +103,9 @@ check_mode:
   returned: always
   type: bool
 planned:
-  description: The targets in stopping order, with the rule that selected each and the signals planned first.
+  description:
+    - The targets in stopping order, with the rule that selected each and the signals planned first.
+    - C(grace_period) is that target's seconds from its first signal to SIGKILL (see O(grace_period)).
   returned: always
   type: list
   elements: dict
@@ -113,6 +120,7 @@ planned:
       namespace_pid: 4200
       rule: "preset sglang: python -m sglang.launch_server"
       role: server
+      grace_period: 10
       signals: [SIGTERM]
 plan:
   description: In check mode, one line per process that would be stopped - PID, command line and the rule that selected it.
@@ -138,6 +146,7 @@ killed:
       namespace_pid: 4207
       rule: "preset sglang: worker title sglang::*"
       role: member
+      grace_period: 10
       signals: [SIGTERM]
       seconds_to_exit: 0.42
 survivors:
@@ -171,10 +180,12 @@ skipped_out_of_scope:
   elements: dict
 restarters:
   description:
-    - Systemd services (cgroup C(*.service)) and supervisors whose targets may be restarted, and what was done.
+    - Systemd services (cgroup C(*.service)), supervisors and container runtimes whose targets may be restarted, and
+      what was done.
     - C(kind) is V(systemd service) (the host's system manager), V(systemd user service) (a user's manager, never
-      stopped), V(systemd service of another manager) (a container's or a delegated manager's, never stopped) or
-      V(supervisor).
+      stopped), V(systemd service of another manager) (a container's or a delegated manager's, never stopped),
+      V(supervisor), or V(container runtime) (the monitor or shim that keeps a target's container, such as
+      C(conmon (pid 4233\) of container vllm-server); never stopped, its C(action) says how to stop the container).
   returned: always
   type: list
   elements: dict
@@ -184,7 +195,12 @@ restarters:
       pids: [4200]
       action: stopped with systemctl stop
 respawned:
-  description: Processes that match the selection but started after the targets were signalled (something restarts them).
+  description:
+    - Processes that started after the targets were signalled and match the selection, or that a target's container
+      runtime started to run its container again (a new C(conmon) for the same container, a new container under the
+      same shim). Something restarts them.
+    - C(restarter) names who, when it is known (V(the container runtime conmon (pid 4233\) of container vllm-server)),
+      else V(null).
   returned: always
   type: list
   elements: dict
@@ -194,7 +210,7 @@ notes:
   type: list
   elements: str
 grace_period:
-  description: The grace period used, in seconds.
+  description: The longest grace period of the stop, in seconds (each target's own is in RV(planned) and RV(killed)).
   returned: always
   type: float
 timeout:

@@ -69,15 +69,20 @@ def test_reset_needed_states_are_never_clean(sim, playbook, backend, field, valu
     assert all(gpu_reasons(facts, index) == [reason] for index in range(8)), facts["reasons"]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_unified_memory_gpu_cannot_be_judged(sim, playbook, backend):
+@pytest.mark.parametrize("backend, printed, said", [
+    ("nvidia_smi", "[N/A]", "[N/A]"), ("nvidia_smi", "[Not Supported]", "[Not Supported]"),
+    # NVML refuses the memory call with NVML_ERROR_NOT_SUPPORTED (what GB10 answers), whatever nvidia-smi prints.
+    ("nvml", "[N/A]", "[Not Supported]"),
+])
+def test_unified_memory_gpu_cannot_be_judged(sim, playbook, backend, printed, said):
     host = sim.host()
     fleet.set_faults(host, tokens=dict.fromkeys(("memory.total", "memory.reserved", "memory.used", "memory.free"),
-                                                "[N/A]"))
+                                                printed))
     facts = unknown_on_every_gpu(read(sim, playbook, host, backend))
     reasons = gpu_reasons(facts, 0)
     assert len(reasons) == 1 and reasons[0].startswith("memory use cannot be judged (NVIDIA RTX PRO 6000")
     assert "unified-memory GPUs (GB10 / DGX Spark)" in reasons[0]
+    assert f"reports no memory numbers for it ({said})" in reasons[0], reasons[0]
     assert facts["gpus"][0]["memory_used_mib"] is None and facts["gpus"][0]["tokens"] == {}
 
 

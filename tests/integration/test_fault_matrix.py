@@ -654,3 +654,27 @@ def test_f22_two_resets_of_one_host_at_once_never_interleave_their_kills(sim, mo
     assert second_invoked < last_of_first, f"the runs did not overlap, so this proves nothing: {events}"
     assert {"SIGTERM", "SIGKILL"} <= {kind for kind, run in events if run == second}
     assert alive(host, "sglang") == [] and alive(host, "vllm serve") == [] and alive(host, "VLLM::") == []
+
+
+def test_f23_each_engine_gets_its_own_grace_under_the_roles_default_servers_all(sim, mode):
+    """SGLang workers that ignore SIGTERM next to a TGI tree, the role's defaults (servers [all], no grace_period):
+    the workers get SIGKILL after SGLang's 10 s, not TGI's 90 s, and the stop says which grace applied to whom."""
+    host = sim.host()
+    fleet.start_server(host, "sglang", tp=2, knobs={"ignore_term": ["worker"], "mib": 4096})
+    fleet.start_server(host, "tgi", tp=1, port=8080, knobs={"mib": 4096})
+    wait_for_gpu_holders(host, 3)
+    run = reset(sim, mode, {"gpu_reset_grace_period": None, "gpu_reset_kill_timeout": None,
+                            "gpu_reset_wait_timeout": 20})
+    assert run.rc == 0, run.stdout
+    assert outcome(run, host)["verdict"] == "clean", outcome(run, host)["message"]
+    result = role_kill(run, host, mode)
+    assert (result["grace_period"], result["timeout"]) == (90, 120)
+    by_name = {entry["name"]: entry for entry in result["killed"]}
+    for rank in (0, 1):
+        worker = by_name[f"sglang::scheduler_TP{rank}"]
+        assert (worker["signals"], worker["grace_period"]) == (["SIGTERM", "SIGKILL"], 10), worker
+    assert {entry["grace_period"] for entry in result["killed"] if "sglang" in entry["cmdline"]} == {10}
+    assert {entry["grace_period"] for entry in result["killed"] if "text-generation" in entry["cmdline"]} == {90}
+    # The TGI tree exits on SIGTERM (a shard may go with its launcher before its own signal): never SIGKILL.
+    assert all("SIGKILL" not in entry["signals"] for entry in result["killed"] if "text-generation" in entry["cmdline"])
+    assert 10 <= result["elapsed_s"] < 45, result["elapsed_s"]

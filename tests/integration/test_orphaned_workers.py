@@ -81,3 +81,18 @@ def test_an_orphaned_ollama_runner_is_named_with_the_preset_that_stops_it(sim, p
     assert named in found["reasons"]
     result = kill(sim, playbook, host, servers=["ollama"])
     assert [entry["pid"] for entry in result["killed"]] == [pid]
+
+
+def test_orphaned_sglang_diffusion_schedulers_are_named_and_stopped_by_sglang_and_all(sim, playbook):
+    """sgl_diffusion::scheduler_U0/U1 orphaned under PPID 1 after `sglang serve` got SIGKILL (sglang PR 30110)."""
+    host = sim.host()
+    first = start_worker(host, orphaned=True, title="sgl_diffusion::scheduler_U0")
+    found = facts(sim, playbook, host)
+    assert advice(first, "the sglang preset names it; inference_server_kill with servers=[sglang] stops it") in \
+        found["reasons"], found["reasons"]
+    assert [entry["pid"] for entry in kill(sim, playbook, host, servers=["sglang"])["killed"]] == [first]
+    second = start_worker(host, orphaned=True, title="sgl_diffusion::scheduler_U1")
+    result = kill(sim, playbook, host, servers=["all"])
+    assert [(entry["pid"], entry["rule"]) for entry in result["killed"]] == \
+        [(second, "preset sglang: worker title sgl_diffusion::*")]
+    assert alive(host, "sgl_diffusion::") == []

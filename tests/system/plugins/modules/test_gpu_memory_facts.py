@@ -30,7 +30,9 @@ def test_a_driver_pid_with_no_process_here_is_busy_not_clean(run_module, static_
     holder = facts["holders"][0]
     assert holder["visible"] is False and holder["cmdline"] is None and holder["name"] == "python3"
     assert facts["reasons"] == ["GPU 3 (00000000:5D:00.0): 40960 MiB used > idle threshold 100 MiB, held by pid 999999999 "
-                                "(python3, not visible from here: another PID namespace)"]
+                                "(python3, not visible from here: another PID namespace: a container runtime's own, a "
+                                "Podman or Docker container started from the node, or the node's when this check runs in "
+                                "a container)"]
 
 
 def test_a_same_numbered_process_without_the_gpu_open_is_not_the_holder(run_module, static_smi):

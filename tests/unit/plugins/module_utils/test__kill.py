@@ -38,8 +38,8 @@ def spawn(proc_view):
 
 @pytest.mark.parametrize("options, message", [
     ({}, "nothing to select: give servers, patterns, clients or gpu_holders=true"),
-    ({"servers": ("sglang", "vlm")}, "unknown server preset(s) 'vlm'; choose from llamacpp, ollama, sglang, tgi, triton, "
-                                     "trtllm, vllm, all"),
+    ({"servers": ("sglang", "vlm")}, "unknown server preset(s) 'vlm'; choose from aphrodite, koboldcpp, llamacpp, "
+                                     "lmdeploy, mlcllm, ollama, sglang, tgi, triton, trtllm, vllm, all"),
     ({"patterns": ("a", "[")}, "patterns[1] is not a valid regular expression (unterminated character set at position "
                                "0): '['"),
     ({"clients": ("",)}, "clients[0] is empty: it would match every process"),

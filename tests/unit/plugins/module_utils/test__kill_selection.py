@@ -94,7 +94,8 @@ def test_a_pattern_never_selects_a_wrapper_or_a_bystander(proc_view):
     rules = {1001: "pattern 'vllm'", 1002: "pattern 'vllm'", 1003: "pattern 'vllm'"}
     assert selector.rule_for(proc(1001, 1, "sudo -n tail -f vllm.log"), rules) is None
     assert selector.rule_for(proc(1002, 1, "timeout 60 python3 -m vllm.entrypoints.openai.api_server"), rules) is None
-    assert selector.rule_for(proc(1003, 1, "python3 serve.py --model vllm"), rules) == ("pattern 'vllm'", _kill.ROOT)
+    assert selector.rule_for(proc(1003, 1, "python3 serve.py --model vllm"), rules) == \
+        ("pattern 'vllm'", _kill.ROOT, _kill.DEFAULT_GRACE_S)
     assert selector.spared_from_patterns(proc(1001, 1, "sudo -n tail -f vllm.log")).startswith("a bystander")
     assert selector.spared_from_patterns(proc(1002, 1, "timeout 60 python3 x.py")).startswith("a wrapper (timeout")
 

@@ -130,6 +130,17 @@ def test_unified_memory_gpu_is_unknown_with_the_platform_named():
     assert reasons[0].startswith(LABEL + ": memory use cannot be judged (NVIDIA GB10): ")
     assert "unified-memory GPUs (GB10 / DGX Spark)" in reasons[0] and "check the GPU processes" in reasons[0]
     assert not facts["clean"] and facts["tokens"] == {}
+    assert "reports no memory numbers for it ([N/A])" in reasons[0]
+
+
+def test_a_gpu_whose_memory_is_not_supported_is_reported_with_that_text():
+    # nvidia-smi's table says "Not Supported" for GB10's Memory-Usage (NVIDIA DGX Spark known issues: "nvidia-smi
+    # reports memory usage Not Supported"); NVML answers NVML_ERROR_NOT_SUPPORTED (leptonai/gpud#1170). A driver that
+    # prints that word in CSV is quoted with it, never as [N/A].
+    tokens = dict.fromkeys(("memory.total", "memory.used", "memory.free", "memory.reserved"), "[Not Supported]")
+    reasons, facts = judge("h200", name="NVIDIA GB10", **tokens)
+    assert len(reasons) == 1 and "reports no memory numbers for it ([Not Supported])" in reasons[0], reasons
+    assert "[N/A]" not in reasons[0] and not facts["clean"]
 
 
 def test_mig_in_a_container_hides_pids():

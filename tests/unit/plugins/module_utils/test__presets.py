@@ -27,7 +27,6 @@ ENGINE_PROCESSES = [
     ("VLLM::Worker_TP0", "VLLM::Worker_TP", "vllm"),
     ("VLLM::Worker_PP1_TP3", "VLLM::Worker_PP", "vllm"),
     ("VLLM::APIServer", "VLLM::APIServer", "vllm"),
-    ("ray::RayWorkerWrapper.execute_method", "ray::RayWorkerW", "vllm"),
     ("text-generation-launcher --model-id meta-llama/Llama-3.1-70B-Instruct --num-shard 8 --port 8080",
      "text-generation", "tgi"),
     ("text-generation-router --max-concurrent-requests 128 --port 8080 --master-shard-uds-path "
@@ -91,6 +90,15 @@ def test_look_alikes_match_no_preset(cmdline, comm):
 
 def test_a_zombie_worker_is_known_by_its_comm():
     assert _presets.PRESETS["sglang"].match((), "sglang::schedul") == "worker title sglang::*"
+    # 15 characters: the kernel keeps the whole prefix of SGLang Diffusion's workers.
+    assert _presets.PRESETS["sglang"].match((), "sgl_diffusion::") == "worker title sgl_diffusion::*"
+
+
+def test_a_title_several_engines_share_is_claimed_by_each_of_them():
+    """Ray titles an actor's worker after its class, and four engines call theirs RayWorkerWrapper."""
+    claimants = _presets.claimants(_presets.select(["all"]), ["ray::RayWorkerWrapper"], "ray::RayWorkerW")
+    assert {preset.name for preset in claimants} == {"vllm", "trtllm", "lmdeploy", "aphrodite"}
+    assert _presets.claimants(_presets.select(["sglang", "tgi"]), ["ray::RayWorkerWrapper"], "ray::RayWorkerW") == []
 
 
 def test_rules_say_why():

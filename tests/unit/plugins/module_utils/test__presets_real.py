@@ -7,7 +7,8 @@ argv and comm alike. owners is the set of presets that must claim the process, e
 
 Strict rows (ENGINE_PROCESSES, LOOK_ALIKES) are what an engine or a bystander really runs. Judgement rows
 (JUDGEMENTS) are decisions documented in inference_server_kill's `servers` option: benchmark clients, offline
-benchmarks and untitled workers belong to no server preset.
+benchmarks, untitled workers, Ray Serve replicas and programs with a generic name (text-generation-webui's
+`server.py`) belong to no server preset.
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ LLMAPI_LAUNCH = f"{TRTLLM}/blob/main/tensorrt_llm/llmapi/trtllm-llmapi-launch"
 DEEPSEEK_README = f"{TRTLLM}/blob/main/examples/models/core/deepseek_v3/README.md"
 SHARD_ARGV = f"{TGI}/blob/main/launcher/src/main.rs (shard_manager: shard_argv)"
 OLLAMA_RUNNER = f"{OLLAMA}/blob/main/llm/server.go (NewLlamaServer: params)"
+DIFFUSION_WORKER = f"{SGLANG}/blob/main/python/sglang/multimodal_gen/runtime/managers/gpu_worker.py"
+DYNAMO = "https://github.com/ai-dynamo/dynamo"
+DYNAMO_RUN = f"{DYNAMO}/blob/main/docs/guides/dynamo_run.md"
+LMDEPLOY = "https://github.com/InternLM/lmdeploy"
+APHRODITE = "https://github.com/aphrodite-engine/aphrodite-engine"
+KOBOLDCPP = "https://github.com/LostRuins/koboldcpp"
+MLCLLM = "https://github.com/mlc-ai/mlc-llm"
+TVM_DISCO = ("https://github.com/apache/tvm/blob/main/python/tvm/exec/disco_worker.py and "
+             "python/tvm/runtime/disco/process_pool.py (DiscoPopenWorker: sys.executable -m ENTRYPOINT id n ... fds)")
+RAY_TITLE = "https://docs.ray.io/en/latest/ray-core/user-guide.html (an actor's worker is titled ray::<ActorClass>)"
 
 TRITON_RANK = ("/opt/tritonserver/bin/tritonserver --model-repository=/triton_model_repo --grpc-port=8001 "
                "--http-port=8000 --metrics-port=8002")
@@ -43,6 +54,8 @@ SPAWN_MAIN = "from multiprocessing.spawn import spawn_main; spawn_main(tracker_f
 BLOB = "/root/.ollama/models/blobs/sha256-6a0746a1ec1aef3e7ec53868f220ff6e389f6f8ef87a01d77c96807de94ca2aa"
 
 TRITON_AND_TRTLLM = {"triton", "trtllm"}
+# One actor class name, four engines (RAY_TITLE): a stop of any of them stops it.
+RAY_WORKER_WRAPPER_OWNERS = {"vllm", "trtllm", "lmdeploy", "aphrodite"}
 
 ENGINE_PROCESSES = [
     # SGLang
@@ -99,9 +112,12 @@ ENGINE_PROCESSES = [
     (["VLLM::Worker_TP0"], "VLLM::Worker_TP", {"vllm"},
      "https://github.com/vllm-project/vllm-omni/issues/2317 (orphaned VLLM::Worker processes)"),
     (["VLLM::Worker_PP1_TP3"], "VLLM::Worker_PP", {"vllm"}, f"{VLLM}/blob/main/vllm/v1/executor/multiproc_executor.py"),
-    (["ray::RayWorkerWrapper.execute_method"], "ray::RayWorkerW", {"vllm"},
+    (["ray::RayWorkerWrapper.execute_method"], "ray::RayWorkerW", RAY_WORKER_WRAPPER_OWNERS,
      "https://github.com/pytorch/pytorch/issues/175666 (ray::RayWorkerWrapper.execute_method() (pid=7106))"),
-    (["ray::RayWorkerWrapper"], "ray::RayWorkerW", {"vllm"}, f"{VLLM}/blob/main/vllm/executor/ray_utils.py"),
+    (["ray::RayWorkerWrapper"], "ray::RayWorkerW", RAY_WORKER_WRAPPER_OWNERS,
+     f"{VLLM}/blob/main/vllm/executor/ray_utils.py; {TRTLLM}/blob/main/tensorrt_llm/executor/ray_gpu_worker.py; "
+     f"{LMDEPLOY}/blob/main/lmdeploy/pytorch/engine/executor/ray_executor.py; "
+     f"{APHRODITE}/blob/main/aphrodite/v1/executor/ray_utils.py: each engine's Ray actor class is RayWorkerWrapper"),
     (["ray::RayWorkerVllm.execute_method"], "ray::RayWorkerV", {"vllm"},
      f"{VLLM}/pull/1821 (RayWorker renamed RayWorkerVllm)"),
     (["ray::RayWorkerVllm"], "ray::RayWorkerV", {"vllm"}, f"{VLLM}/pull/1821"),
@@ -184,6 +200,126 @@ ENGINE_PROCESSES = [
     (f"/tmp/ollama1711348412/runners/cuda_v12/ollama_llama_server --model {BLOB} --ctx-size 2048 --batch-size 512 "
      "--embedding --log-disable --parallel 1 --port 38033", "ollama_llama_se", {"ollama"},
      f"{OLLAMA}/issues/2809; orphaned after kill -9: {OLLAMA}/issues/5642"),
+    # SGLang Diffusion (sglang serve of a diffusion model): workers titled sgl_diffusion::* (comm, 15 characters, the same)
+    (["sgl_diffusion::scheduler_U0"], "sgl_diffusion::", {"sglang"},
+     f"{SGLANG}/pull/30110 (sgl_diffusion::scheduler_U0/U1 orphaned under PPID 1, about 9.4 GiB per GPU)"),
+    (["sgl_diffusion::scheduler_U1"], "sgl_diffusion::", {"sglang"}, f"{SGLANG}/pull/30110"),
+    (["sgl_diffusion::scheduler_TP1_U0_C1"], "sgl_diffusion::", {"sglang"},
+     f"{DIFFUSION_WORKER} (suffix _TP, _U, _R, _C per parallel group)"),
+    (["sgl_diffusion::scheduler_0"], "sgl_diffusion::", {"sglang"},
+     f"{DIFFUSION_WORKER} (setproctitle(f'sgl_diffusion::scheduler_{{local_rank}}') before the groups exist)"),
+    (["sgl_diffusion::scheduler_TP0"], "sgl_diffusion::", {"sglang"},
+     f"{DIFFUSION_WORKER} (an earlier version: setproctitle(f'sgl_diffusion::scheduler_TP{{local_rank}}'))"),
+    (["sgl_diffusion::scheduler:1"], "sgl_diffusion::", {"sglang"},
+     f"{DIFFUSION_WORKER} (the first version: setproctitle(f'sgl_diffusion::scheduler:{{local_rank}}'))"),
+    ("/usr/bin/python3 /usr/local/bin/sglang serve --model-path Wan-AI/Wan2.1-T2V-1.3B-Diffusers --num-gpus 2 "
+     "--sp-degree 2 --warmup-mode off", "sglang", {"sglang"}, f"{SGLANG}/pull/30110 (the test shape)"),
+    ("python3 -m sglang.multimodal_gen.runtime.entrypoints.cli.main serve --model-path Qwen/Qwen-Image-2512 "
+     "--port 30200", "python3", {"sglang"},
+     f"{SGLANG}/blob/main/python/sglang/multimodal_gen/runtime/entrypoints/cli/main.py (serve)"),
+    # NVIDIA Dynamo running an engine in its own process: the engine's preset
+    ("python -m dynamo.vllm --connector none --max-model-len 4096 --model ~/llms/Qwen3-0.6B --served-model-name "
+     "Qwen/Qwen3-0.6B --store-kv file --request-plane tcp", "python", {"vllm"}, f"{DYNAMO}/pull/5544"),
+    ("python -m dynamo.vllm --model facebook/opt-125m --device cpu", "python", {"vllm"},
+     "https://github.com/Quick-AI-tutorials/AI-Infra/issues/1"),
+    ("python3 -m dynamo.sglang --model-path Qwen/Qwen3-0.6B --served-model-name Qwen/Qwen3-0.6B", "python3",
+     {"sglang"}, f"{DYNAMO}/blob/main/components/src/dynamo/sglang/__main__.py"),
+    ("python3 -m dynamo.sglang.worker --tokenizer-path /model/ --model-path /model/ --served-model-name "
+     "deepseek-ai/DeepSeek-R1 --host 0.0.0.0 --port 8000", "python3", {"sglang"},
+     f"{DYNAMO} (python3 -m dynamo.sglang.worker, deprecated for python3 -m dynamo.sglang)"),
+    ("python3 -m dynamo.sglang.decode_worker --model-path /model/", "python3", {"sglang"},
+     f"{DYNAMO} (the SLURM example's decode-cmd: python3 -m dynamo.sglang.decode_worker)"),
+    ("python3 -m dynamo.trtllm --model-path Qwen/Qwen3-0.6B", "python3", {"trtllm"},
+     f"{DYNAMO}/blob/main/components/src/dynamo/trtllm/__main__.py"),
+    ("dynamo-run in=http out=sglang --model-path ~/models/huggingface/Llama-3.2-3B-Instruct", "dynamo-run",
+     {"sglang"}, f"{DYNAMO}/issues/1889 (orphaned sglang::scheduler after Ctrl-C)"),
+    ("dynamo-run in=none out=sglang --model-path ~/llm_models/DeepSeek-R1-Distill-Llama-70B/ "
+     "--tensor-parallel-size 8 --num-nodes 2 --node-rank 1 --dist-init-addr 10.217.98.122:9876", "dynamo-run",
+     {"sglang"}, f"{DYNAMO_RUN} (multi-node)"),
+    ("dynamo-run in=dyn://llama3B_pool out=vllm ~/llms/Llama-3.2-3B-Instruct", "dynamo-run", {"vllm"}, DYNAMO_RUN),
+    ("dynamo-run out=vllm0_7 ~/llms/DeepSeek-R1-Distill-Llama-70B", "dynamo-run", {"vllm"}, f"{DYNAMO}/pull/728"),
+    ("dynamo run out=vllm /share/models/meta-llama/DeepSeek-R1-Distill-Llama-8B/", "dynamo", {"vllm"},
+     f"{DYNAMO}/issues/349"),
+    ("dynamo-run in=text out=llamacpp -vv", "dynamo-run", {"llamacpp"}, DYNAMO_RUN),
+    # Triton's binary before it was renamed (TensorRT Inference Server, nvcr.io/nvidia/tensorrtserver until 20.03)
+    ("trtserver --strict-model-config false --model-store /models", "trtserver", {"triton"},
+     f"{TRITON}/server/issues/2053 (tensorrtserver:19.10-py3, in /opt/tensorrtserver)"),
+    ("./trtserver --model-repository=/workspace/tensorrt-inference-server/docs/examples/model_repository/simple/",
+     "trtserver", {"triton"}, f"{TRITON}/server/issues/963"),
+    ("trtserver --model-store=/models --strict-model-config=false --repository-poll-secs=1", "trtserver", {"triton"},
+     f"{TRITON}/server/issues/122 (docker run ... tensorrtserver:19.02-py3 trtserver ...)"),
+    # LMDeploy
+    ("/usr/local/python3.10.5/bin/python3.10 /usr/local/python3.10.5/bin/lmdeploy serve api_server --backend pytorch "
+     "--device ascend --server-port 23333 --model-name qwen2-7B --tp 2 /data/model/qwen/Qwen2-7B-Instruct "
+     "--cache-max-entry-count 0.4", "lmdeploy", {"lmdeploy"}, f"{LMDEPLOY}/issues/2482 (py-spy: Process 201)"),
+    ("/usr/bin/python3 /usr/local/bin/lmdeploy serve api_server ./workspace --server-name 0.0.0.0 --server-port 23333 "
+     "--tp 1", "lmdeploy", {"lmdeploy"}, f"{LMDEPLOY}/issues/1334"),
+    ("/usr/bin/python3 /usr/local/bin/lmdeploy serve api_server /mnt/llm/Qwen2.5-7B-Instruct --server-port 9001 "
+     "--enable-prefix-caching --max-batch-size 5 --backend pytorch", "lmdeploy", {"lmdeploy"},
+     f"{LMDEPLOY}/issues/2990"),
+    ("/opt/py3/bin/python3 /opt/py3/bin/lmdeploy serve api_server internlm/internlm2_5-7b-chat", "lmdeploy",
+     {"lmdeploy"}, f"{LMDEPLOY}/blob/main/docs/en/llm/api_server.md (docker run ... openmmlab/lmdeploy:latest lmdeploy "
+     "serve api_server ...; docker/Dockerfile: ENV PATH=/opt/py3/bin)"),
+    ("python -m lmdeploy.serve.openai.api_server --instance_num 1 --tp=2 --server_name=0.0.0.0 ./workspace", "python",
+     {"lmdeploy"}, f"{LMDEPLOY}/issues/394"),
+    ("/usr/bin/python3 /usr/local/bin/lmdeploy serve proxy --server-name 0.0.0.0 --server-port 23333 "
+     "--routing-strategy min_expected_latency --serving-strategy Hybrid --log-level INFO", "lmdeploy", {"lmdeploy"},
+     f"{LMDEPLOY}/blob/main/lmdeploy/cli/serve.py (add_parser_proxy); docs/en/llm/proxy_server.md"),
+    (f"/usr/bin/python3 -c {SPAWN_MAIN} --multiprocessing-fork", "ZMQMPEngine", {"lmdeploy"},
+     f"{LMDEPLOY}/blob/main/lmdeploy/pytorch/engine/mp_engine/zmq_engine.py (spawn, then "
+     "prctl(15, b'ZMQMPEngine'): the comm only)"),
+    # Aphrodite Engine
+    ("python -m aphrodite.endpoints.openai.api_server --model PygmalionAI/pygmalion-2-7b --api-keys EMPTY EMPTY1",
+     "python", {"aphrodite"}, "https://github.com/dphnAI/sonar/pull/107 (Aphrodite's repository then)"),
+    ("python -m aphrodite.endpoints.openai.api_server --model models/pythia-70m", "python", {"aphrodite"},
+     "https://github.com/dphnAI/sonar/issues/15"),
+    ("python3 -m aphrodite.endpoints.openai.api_server --model mistralai/Mistral-7B-v0.1 --port 2242", "python3",
+     {"aphrodite"}, f"{APHRODITE}/blob/main/docker/Dockerfile.cpu (ENTRYPOINT python3 -m "
+     "aphrodite.endpoints.openai.api_server)"),
+    ("python3 -m aphrodite.entrypoints.openai.api_server --model Qwen/Qwen3.5-0.8B", "python3", {"aphrodite"},
+     f"{APHRODITE}/blob/main/aphrodite/entrypoints/openai/api_server.py"),
+    ("/usr/bin/python3 /usr/local/bin/aphrodite run Qwen/Qwen3.5-0.8B", "aphrodite", {"aphrodite"},
+     f"{APHRODITE}/blob/main/README.md; docker/Dockerfile (ENTRYPOINT [\"aphrodite\", \"run\"])"),
+    ("/usr/bin/python3 /usr/local/bin/aphrodite serve meta-llama/Llama-2-7b-hf --port 2242", "aphrodite",
+     {"aphrodite"}, f"{APHRODITE}/blob/main/aphrodite/entrypoints/cli/serve.py (usage: aphrodite serve [model_tag])"),
+    (["APHRODITE::EngineCore"], "APHRODITE::Engi", {"aphrodite"},
+     f"{APHRODITE}/blob/main/aphrodite/v1/engine/core.py (set_process_title, prefix APHRODITE_PROCESS_NAME_PREFIX)"),
+    (["APHRODITE::EngineCore_DP1"], "APHRODITE::Engi", {"aphrodite"}, f"{APHRODITE}/blob/main/aphrodite/v1/engine/core.py"),
+    (["APHRODITE::Worker_TP0"], "APHRODITE::Work", {"aphrodite"},
+     f"{APHRODITE}/blob/main/aphrodite/v1/executor/multiproc_executor.py (setup_proc_title_and_log_prefix)"),
+    (["APHRODITE::Worker_DP1_PP1_TP3_EP3"], "APHRODITE::Work", {"aphrodite"},
+     f"{APHRODITE}/blob/main/aphrodite/v1/executor/multiproc_executor.py"),
+    (["APHRODITE::APIServer_0"], "APHRODITE::APIS", {"aphrodite"}, f"{APHRODITE}/blob/main/aphrodite/v1/utils.py"),
+    (["APHRODITE::DPCoordinator"], "APHRODITE::DPCo", {"aphrodite"},
+     f"{APHRODITE}/blob/main/aphrodite/v1/engine/coordinator.py"),
+    # KoboldCpp: the released PyInstaller binaries (a bootloader and its child, the same argv) and koboldcpp.py
+    ("./koboldcpp-linux-x64 --usecublas", "koboldcpp-linux", {"koboldcpp"}, f"{KOBOLDCPP}/issues/723"),
+    ("./koboldcpp-linux-x64-cuda1150 --model model.gguf --usecublas --gpulayers 99", "koboldcpp-linux",
+     {"koboldcpp"}, f"{KOBOLDCPP}/blob/concedo/README.md (the koboldcpp-linux-x64-cuda1150 release binary)"),
+    ("./koboldcpp-linux-x64-nocuda --model model.gguf", "koboldcpp-linux", {"koboldcpp"},
+     f"{KOBOLDCPP}/blob/concedo/koboldcpp.sh (pyinstaller ... -n koboldcpp-linux-x64-nocuda)"),
+    ("/usr/local/bin/koboldcpp --model DeepSeek-R1-Distill-Qwen-7B-Q5_K_M.gguf --usevulkan --gpulayers -1 "
+     "--skiplauncher --contextsize 12288 --quiet", "koboldcpp", {"koboldcpp"}, f"{KOBOLDCPP}/issues/1364"),
+    ("python3 koboldcpp.py --stream --smartcontex --contextsize 4096 --model /app/models/airoboros-c34b-2.1.Q6_K.gguf "
+     "--port 5001 --threads 30 --blasbatchsize 512 --usemlock --gpulayers 83", "python3", {"koboldcpp"},
+     f"{KOBOLDCPP}/issues/420 (in a docker image)"),
+    ("python koboldcpp.py --model model.gguf --usecublas", "python", {"koboldcpp"},
+     f"{KOBOLDCPP}/blob/concedo/koboldcpp.sh (micromamba run ... python koboldcpp.py $*)"),
+    # MLC LLM
+    ("/usr/bin/python3 /usr/local/bin/mlc_llm serve HF://mlc-ai/Llama-3-8B-Instruct-q4f16_1-MLC", "mlc_llm",
+     {"mlcllm"}, f"{MLCLLM}/blob/main/docs/get_started/introduction.rst"),
+    ("/usr/bin/python3 /usr/local/bin/mlc_llm serve HF://mlc-ai/Llama-3-8B-Instruct-q4f16_1-MLC --overrides "
+     "tensor_parallel_shards=2", "mlc_llm", {"mlcllm"}, f"{MLCLLM}/blob/main/docs/deploy/rest.rst"),
+    ("/usr/bin/python3 -m mlc_llm serve dist/Llama-3-8B-q4f16_1-MLC --model-lib dist/libs/llama.so --device cuda "
+     "--mode server --host 127.0.0.1 --port 8000", "python3", {"mlcllm"},
+     f"{MLCLLM}/blob/main/python/mlc_llm/serve/server/popen_server.py (PopenServer.start)"),
+    ("python -m mlc_llm.serve.server --model dist/CodeLlama-7b-hf-q4f16_1-MLC --model-lib "
+     "./dist/libs/CodeLlama-7b-hf-q4f16_1-cuda.so", "python", {"mlcllm"},
+     f"{MLCLLM}/blob/main/docs/deploy/ide_integration.rst"),
+    ("/usr/bin/python3 -m mlc_llm.cli.worker 1 2 1 37 40", "python3", {"mlcllm"},
+     f"{MLCLLM}/blob/main/cpp/serve/engine.cc (ProcessSession(..., \"mlc_llm.cli.worker\")); {TVM_DISCO}"),
+    ("/usr/bin/python3 /usr/local/bin/mlc_llm router --model HF://mlc-ai/Llama-3-8B-Instruct-q4f16_1-MLC "
+     "--router-host 127.0.0.1", "mlc_llm", {"mlcllm"}, f"{MLCLLM}/blob/main/python/mlc_llm/cli/router.py"),
 ]
 
 LOOK_ALIKES = [
@@ -245,6 +381,43 @@ LOOK_ALIKES = [
     ("bash", "bash", "an interactive shell"),
     ("python3", "python3", "an interactive interpreter"),
     ("sglang", "sglang", "the sglang CLI without a subcommand"),
+    # Look-alikes of the engines added later: their clients, tools, builds and helpers
+    ("python -m dynamo.frontend --store-kv file --request-plane tcp --chat_processor vllm", "python",
+     f"{DYNAMO}/pull/5544 (Dynamo's HTTP frontend: it runs no engine)"),
+    ("dynamo-run in=http out=dyn://llama3B_pool", "dynamo-run", f"{DYNAMO_RUN} (a frontend for remote workers)"),
+    ("python3 -m dynamo.sglang.clear_namespace --namespace dynamo", "python3", f"{DYNAMO} (examples: a tool)"),
+    ("python3 -m dynamo.sglang.sidecar --grpc-endpoint http://127.0.0.1:30001", "python3",
+     f"{DYNAMO} (a KV-event sidecar next to the engine, no engine itself)"),
+    ("python3 -m lmdeploy check_env", "python3", f"{LMDEPLOY}/blob/main/docs/en/faq.md"),
+    ("pip install lmdeploy", "pip", f"{LMDEPLOY}/blob/main/docs/en/get_started/installation.md"),
+    ("gdb --args python3 -m lmdeploy serve api_server /workdir/Llama-2-13b-chat-hf", "gdb",
+     f"{LMDEPLOY}/blob/main/docs/en/advance/debug_turbomind.md (the debugger; its child is matched)"),
+    ("tail -f /var/log/lmdeploy/api_server.log", "tail", "a log reader"),
+    ("/usr/bin/python3 /usr/local/bin/aphrodite chat --url http://localhost:2242/v1", "aphrodite",
+     f"{APHRODITE}/blob/main/aphrodite/entrypoints/cli/openai.py (chat: a client)"),
+    ("/usr/bin/python3 /usr/local/bin/aphrodite collect-env", "aphrodite",
+     f"{APHRODITE}/blob/main/aphrodite/entrypoints/cli/collect_env.py"),
+    ("pip install aphrodite-engine", "pip", f"{APHRODITE}/blob/main/README.md"),
+    ("/bin/bash ./koboldcpp.sh rebuild", "koboldcpp.sh", f"{KOBOLDCPP}/blob/concedo/koboldcpp.sh (a build)"),
+    ("bin/micromamba run -r conda -p conda/envs/linux make -j16 LLAMA_VULKAN=1 LLAMA_CUBLAS=1", "micromamba",
+     f"{KOBOLDCPP}/blob/concedo/koboldcpp.sh (a build)"),
+    ("sh -c ./cloudflared-linux-amd64 tunnel --url http://localhost:5001", "sh",
+     f"{KOBOLDCPP}/blob/concedo/koboldcpp.py (--remotetunnel: a member of the server's tree)"),
+    ("./cloudflared-linux-amd64 tunnel --url http://localhost:5001", "cloudflared-lin",
+     f"{KOBOLDCPP}/blob/concedo/koboldcpp.py (--remotetunnel)"),
+    ("python3 convert_hf_to_gguf.py models/mymodel --outfile mymodel.gguf", "python3",
+     f"{KOBOLDCPP}/blob/concedo/convert_hf_to_gguf.py"),
+    ("vim koboldcpp.py", "vim", "an editor"),
+    ("/usr/bin/python3 /usr/local/bin/mlc_llm compile dist/llama/mlc-chat-config.json --device cuda -o "
+     "dist/libs/llama-cuda.so", "mlc_llm", f"{MLCLLM}/blob/main/docs/compilation/compile_models.rst (a build)"),
+    ("/usr/bin/python3 /usr/local/bin/mlc_llm convert_weight ./dist/models/llama --quantization q4f16_1 -o dist/llama",
+     "mlc_llm", f"{MLCLLM}/blob/main/docs/compilation/convert_weights.rst"),
+    ("python -m mlc_llm --help", "python", f"{MLCLLM}/blob/main/docs/compilation/compile_models.rst"),
+    ("trtis_image_client -m resnet50_netdef -i mug.jpg", "trtis_image_cli",
+     f"{TRITON}/server/issues/992 (a client of trtserver)"),
+    ("python examples/openai-server/server.py --model zoo:nlg/text_generation/codegen_mono-350m/pytorch/huggingface/"
+     "bigpython_bigquery_thepile/base-none --prompt-processing-sequence-length 1", "python",
+     "https://github.com/neuralmagic/deepsparse/pull/1171 (another program's server.py)"),
 ]
 
 # Decided by policy (inference_server_kill's `servers` option documents each): no server preset claims them.
@@ -286,6 +459,47 @@ JUDGEMENTS = [
      f"{TRTLLM_BACKEND}/issues/553 (orte_init)"),
     ("./server -m models/7B/ggml-model.gguf -c 2048", "server", "llama.cpp's old binary name is any program's name",
      f"{LLAMACPP}/blob/b2000/examples/server/README.md"),
+    ("/usr/bin/python3 /usr/local/bin/sglang generate --model-path black-forest-labs/FLUX.1-dev --prompt "
+     "'A Logo With Bold Large Text: SGL Diffusion' --save-output", "sglang",
+     "offline generation holding GPUs: gpu_holders (its sgl_diffusion::* workers are the sglang preset's)",
+     f"{SGLANG}/blob/main/python/sglang/multimodal_gen/runtime/entrypoints/cli/generate.py"),
+    ("python benchmark/profile_restful_api.py --server_addr 0.0.0.0:23333 --tokenizer_path /path/to/tokenizer "
+     "--dataset /path/to/ShareGPT_V3_unfiltered_cleaned_split.json --concurrency 128 --num_prompts 50000", "python",
+     "benchmark client: stop with clients", f"{LMDEPLOY}/issues/1334"),
+    ("/usr/bin/python3 /usr/local/bin/lmdeploy chat internlm/internlm2_5-7b-chat --backend pytorch", "lmdeploy",
+     "offline chat holding GPUs: gpu_holders", f"{LMDEPLOY}/blob/main/lmdeploy/cli/cli.py (add_parser_chat)"),
+    ("/usr/bin/python3 /usr/local/bin/lmdeploy lite auto_awq internlm/internlm2_5-7b-chat --work-dir "
+     "internlm2_5-7b-chat-4bit", "lmdeploy", "offline quantization holding GPUs: gpu_holders",
+     f"{LMDEPLOY}/blob/main/lmdeploy/cli/lite.py"),
+    ("/usr/bin/python3 /usr/local/bin/aphrodite bench serve --model Qwen/Qwen3.5-0.8B --num-prompts 100", "aphrodite",
+     "benchmark client: stop with clients", f"{APHRODITE}/blob/main/aphrodite/entrypoints/cli/benchmark/serve.py"),
+    ("/usr/bin/python3 /usr/local/bin/aphrodite bench throughput --model Qwen/Qwen3.5-0.8B", "aphrodite",
+     "offline benchmark holding GPUs: gpu_holders",
+     f"{APHRODITE}/blob/main/aphrodite/entrypoints/cli/benchmark/throughput.py"),
+    ("/usr/bin/python3 /usr/local/bin/aphrodite run-batch -i input.jsonl -o results.jsonl --model Qwen/Qwen3.5-0.8B",
+     "aphrodite", "offline batch job holding GPUs: gpu_holders",
+     f"{APHRODITE}/blob/main/aphrodite/entrypoints/cli/run_batch.py"),
+    ("/usr/bin/python3 /usr/local/bin/mlc_llm chat HF://mlc-ai/Llama-3-8B-Instruct-q4f16_1-MLC", "mlc_llm",
+     "offline chat holding GPUs: gpu_holders", f"{MLCLLM}/blob/main/python/mlc_llm/cli/chat.py"),
+    ("python3 -m tvm.exec.disco_worker 1 2 37 40", "python3",
+     "TVM's own disco worker names no engine: gpu_holders, a member of its engine's tree while that runs", TVM_DISCO),
+    ("dynamo-run in=http out=mistralrs deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "dynamo-run",
+     "an engine without a preset (mistral.rs): patterns", DYNAMO_RUN),
+    ("dynamo-run Qwen/Qwen3-0.6B", "dynamo-run", "an engine without a preset (mistral.rs, the default): patterns",
+     DYNAMO_RUN),
+    (["ray::ServeReplica:llms:LLMServer:qwen2_5-0_5b-instruct"], "ray::ServeRepli",
+     "Ray Serve replica (its title names the application, not the engine; the Serve controller restarts it): "
+     "patterns", "https://github.com/ray-project/kuberay/issues/4366"),
+    (["ray::ServeReplica:default:VLLMDeployment"], "ray::ServeRepli",
+     "Ray Serve replica: patterns", "https://github.com/ray-project/ray/issues/52499"),
+    (["ray::ServeReplica:default:cgc-sglang-openai-gateway"], "ray::ServeRepli",
+     "Ray Serve replica running SGLang: patterns",
+     "https://docs.ray.io/en/latest/serve/llm/index.html (a deployment's replicas, whatever engine they run)"),
+    ("python server.py --model TheBloke_StableBeluga2-70B-GPTQ --api --gpu-memory 23 23 23 23 "
+     "--no_inject_fused_attention", "python",
+     "text-generation-webui: server.py is any program's name: patterns", "https://github.com/oobabooga/textgen/issues/3511"),
+    ("python server.py --model your_model_name --listen --api", "python", "text-generation-webui: patterns",
+     "https://github.com/QuangBK/localLLM_langchain/issues/1"),
 ]
 
 

@@ -105,3 +105,29 @@ def test_nvidia_smi_path_is_the_binary_found_on_path(proc_view, static_smi, tmp_
     # NVML reads without nvidia-smi; the facts then name no binary, and the reset steps have none to run.
     facts = _gpu_facts.collect(_gpu_facts.Request(proc=proc_view.path, backend="nvml", expected_gpu_count=2))
     assert facts["nvidia_smi_path"] is None and facts["resettable_gpus"] == []
+
+
+UNSEEN = 4000000  # above any pid_max: the driver lists it, and no process of this PID namespace has that PID
+
+
+@pytest.mark.parametrize("uuid_token", [None, "MIG-8f3a1c55-7d2e-5b9c-a0f1-2c4e6d8b9a01"],
+                         ids=["on_its_gpu", "under_a_uuid_of_no_gpu_here"])
+def test_memory_of_a_pid_this_namespace_cannot_see_is_never_called_a_leak(proc_view, static_smi, uuid_token):
+    """The driver lists a PID that this PID namespace cannot see (a container's, the node's from inside a
+    container): the reason says where it runs, and no GPU reset is offered while it may own the memory."""
+    world = {"profile": "h200", "gpus": gpu_identities("unit", 8),
+             "processes": [{"gpu": 2, "pid": UNSEEN, "mib": 9000, "name": "python3"}]}
+    if uuid_token:
+        world["faults"] = {"process_tokens": {"gpu_uuid": uuid_token}}
+    facts = _gpu_facts.collect(_gpu_facts.Request(proc=proc_view.path, nvidia_smi_path=static_smi(world),
+                                                  backend="nvidia_smi", expected_gpu_count=8))
+    assert facts["verdict"] == "busy" and facts["resettable_gpus"] == []
+    unseen = (f"pid {UNSEEN} (python3, not visible from here: another PID namespace: a container runtime's own, a "
+              "Podman or Docker container started from the node, or the node's when this check runs in a container)")
+    gpu2 = [reason for reason in facts["reasons"] if reason.startswith("GPU 2 ")]
+    assert len(gpu2) == 1 and unseen in gpu2[0], facts["reasons"]
+    assert not any("gpu-reset" in reason or "reboot" in reason for reason in facts["reasons"]), facts["reasons"]
+    if uuid_token:
+        assert "9000 MiB used by no process this PID namespace can see, while the driver lists processes it cannot " \
+               "see, which may own it" in gpu2[0] and "no GPU reset is offered while they live" in gpu2[0]
+        assert len(facts["reasons"]) == 1, facts["reasons"]
