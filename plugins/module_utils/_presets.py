@@ -533,3 +533,21 @@ def _shell_commands(text: str) -> list[list[str]] | None:
            for command in found):
         return None
     return found
+
+
+# Where each engine says it is ready: HTTP GET answers 200 only once it can serve (server_ready's default health_path).
+# SGLang: /health answers 503 while the server starts (python/sglang/srt/entrypoints/http_server.py health_generate);
+# vLLM: /health (vllm/entrypoints/openai/api_server.py); TGI: the router's /health (router/src/server.rs);
+# TensorRT-LLM: trtllm-serve's /health (tensorrt_llm/serve/openai_server.py); Triton: the readiness endpoint of the
+# KServe v2 protocol it speaks, /v2/health/ready (kserve docs/predict-api/v2/required_api.md);
+# llama.cpp: llama-server's /health answers 503 while the model loads (tools/server/README.md);
+# Ollama: GET / answers "Ollama is running" (server/routes.go).
+HEALTH_PATHS = {"sglang": "/health", "vllm": "/health", "tgi": "/health", "trtllm": "/health",
+                "triton": "/v2/health/ready", "llamacpp": "/health", "ollama": "/"}
+
+
+def health_path(preset: str, argv: t.Sequence[str]) -> str:
+    """The health path of the engine this process belongs to; Triton's when a TensorRT-LLM launch is tritonserver."""
+    if preset == "trtllm" and argv and os.path.basename(argv[0]) in ("tritonserver", *_MPI_LAUNCHERS):
+        return HEALTH_PATHS["triton"]
+    return HEALTH_PATHS[preset]
