@@ -275,7 +275,7 @@ def _read_log(request: Request, scope: Scope, watch: Watch, now: float, deadline
         watch.progress_at = now
     watch.log_size = tail.size
     if not watch.seen:
-        watch.unseen_death = _died_unseen(tail, watch)
+        watch.unseen_death = _died_unseen(tail, watch, request.container)
 
 
 def _describe(process: _procfs.Process) -> str:
@@ -403,12 +403,13 @@ def _log_at_end(request: Request, scope: Scope, started: float) -> _ready_log.Ta
     return _ready_log.read_tail(request.log_path, scope.root, started + request.ready_timeout - time.monotonic())
 
 
-def _died_unseen(tail: _ready_log.Tail, watch: Watch) -> tuple[str, str, list[str]] | None:
+def _died_unseen(tail: _ready_log.Tail, watch: Watch, container: str | None) -> tuple[str, str, list[str]] | None:
     """A server that ended before the first look: the launcher's exit line says so, or a failure the log reports,
     written since shortly before the wait (an older log says nothing of this launch)."""
     ended = _ready_log.exit_status(tail.lines)
     if ended is not None:
-        return FAILED, EXITED, [f"the server (pid {ended['pid']}) exited before it could be seen"]
+        where = f" in container {container}" if container else ""
+        return FAILED, EXITED, [f"the server (pid {ended['pid']}{where}) exited before it could be seen"]
     modified = tail.modified_at
     if modified is not None and modified >= watch.started_at - RECENT_LOG_S and _ready_log.cause(tail.lines):
         return FAILED, EXITED, [f"no server runs, and its log reports a failure written {time.time() - modified:.0f} s ago"]
@@ -431,7 +432,9 @@ def _result(request: Request, scope: Scope, watch: Watch, look: Look, judged: tu
     if settled == EXITED:
         reasons = [reasons[0].replace(" exited", " exited" + _ending(ended), 1)] + reasons[1:]
     if cause is not None:
-        reasons.append(f"{cause['label']}: {brief(cause['line'], 300)}")
+        # A server that died: what killed it comes first (the table shows the first reasons); a wait that ran out:
+        # where it stood comes first, and the log's last failure after it.
+        reasons.insert(1 if settled != EXITED else 0, f"{cause['label']}: {brief(cause['line'], 300)}")
     elif settled == EXITED:
         last = next((line for line in reversed(lines) if line.strip() and not line.startswith(_launch.EXIT_PREFIX)), None)
         if last is not None:

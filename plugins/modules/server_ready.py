@@ -146,13 +146,15 @@ settled_because:
   type: str
   sample: exited
 reasons:
-  description: Why it is not ready, one sentence each; the last one names the cause the log gives, when it gives one.
+  description:
+    - Why it is not ready, one sentence each. When the server exited and its log names the cause, that cause comes
+      first; otherwise where the start-up stood comes first, and the last failure the log reports after it.
   returned: always
   type: list
   elements: str
   sample:
-    - "the server exited with code 1: pid 4200 (python3 -m sglang.launch_server --tp 8 --port 30000)"
     - "CUDA out of memory (another process may still hold the GPU): torch.OutOfMemoryError: CUDA out of memory. ..."
+    - "the server exited on signal SIGKILL: pid 4200 (python3 -m sglang.launch_server --tp 8 --port 30000)"
 seconds:
   description: Seconds from the start of the wait to the verdict.
   returned: always

@@ -75,6 +75,9 @@ def _read_only(result: t.Mapping[str, t.Any]) -> bool:
 
 
 SUMMARY_HEADER = ("HOST", "VERDICT", "GPUS CLEAN", "MIB FREED", "STOPPED", "SECONDS", "WHY NOT CLEAN")
+# The table of servers relaunched and waited for (_ready_report.table), printed the same way.
+READY_HEADER = ("HOST", "SERVER", "SECONDS", "GPUS", "WHY NOT READY")
+READY_VERDICTS = ("ready", "failed", "timeout", "not-launched", UNREACHABLE)
 
 
 def summary_table(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
@@ -106,15 +109,15 @@ def summary_lines(value: t.Any) -> list[str] | None:
         value = value.split("\n")
     if not isinstance(value, list) or not value or not all(isinstance(line, str) for line in value):
         return None
-    if value[0].split() != " ".join(SUMMARY_HEADER).split():
+    if value[0].split() not in (" ".join(SUMMARY_HEADER).split(), " ".join(READY_HEADER).split()):
         return None
     return [_one_line(line) for line in value]
 
 
 def verdict_of_row(line: str) -> str | None:
-    """The verdict of a host's row of summary_table(); None for the header and the count."""
+    """The verdict of a host's row of summary_table() or of the ready table; None for the header and the count."""
     fields = line.split()
-    return fields[1] if len(fields) > 1 and fields[1] in (CLEAN, BUSY, UNKNOWN, UNREACHABLE) else None
+    return fields[1] if len(fields) > 1 and fields[1] in (CLEAN, BUSY, UNKNOWN, *READY_VERDICTS) else None
 
 
 def _printable(text: t.Any) -> str:

@@ -140,7 +140,8 @@ def test_a_server_that_exits_fails_at_once_with_its_exit_code_and_the_cause_its_
     assert result["verdict"] == "failed" and result["settled_because"] == "exited"
     assert time.monotonic() - started < 2.5  # at its death, not at a timeout
     assert result["exit"]["code"] == 1 and result["exit"]["pid"] == result["pid"]
-    assert result["reasons"][0].startswith(f"the server exited with code 1: pid {result['pid']} (llama-server -c")
+    assert result["reasons"][0] == f"CUDA out of memory (another process may still hold the GPU): {oom}"
+    assert result["reasons"][1].startswith(f"the server exited with code 1: pid {result['pid']} (llama-server -c")
     assert result["log_cause"] == {"kind": "cuda_oom", "label": "CUDA out of memory (another process may still hold "
                                    "the GPU)", "line": oom}
     assert result["log_excerpt"][-1].endswith("exited with code 1") and oom in result["log_excerpt"]
