@@ -36,13 +36,15 @@ _UNIT = re.compile(r"^[A-Za-z0-9:_@\\][A-Za-z0-9:_.@\\-]{0,255}$")
 CONTAINER_PYTHON = "/usr/bin/python3"
 
 EXIT_PREFIX = "gpuops.hygiene.server_launch: "
-EXIT_LINE = re.compile(r"^gpuops\.hygiene\.server_launch: pid (\d+) (?:exited with code (\d+)|was killed by signal (\d+))")
+EXIT_LINE = re.compile(r"^gpuops\.hygiene\.server_launch: pid (\d+) (?:exited with code (\d+)|was killed by signal (\d+))"
+                       r"(?:.*? at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z))?")
 
 # sys.argv: -c, LOG, --, argv... The log is opened without following a symbolic link and must be a regular file (a
 # FIFO would block the open); it is truncated only then. Output is copied to the pane and the log until the last
-# writer closes it (orphaned workers included); the exit line is written as soon as the server itself has ended.
+# writer closes it (orphaned workers included); the exit line is written as soon as the server itself has ended, with
+# the time (UTC) it ended.
 LAUNCHER = r"""
-import os, select, signal, stat, sys
+import os, select, signal, stat, sys, time
 log, argv = sys.argv[1], sys.argv[3:]
 out = None
 if log:
@@ -96,7 +98,9 @@ while not (eof and status is not None):
                 ended = "was killed by signal %d (%s)" % (os.WTERMSIG(code), signal.Signals(os.WTERMSIG(code)).name)
             else:
                 ended = "exited with code %d" % os.WEXITSTATUS(code)
-            emit(("gpuops.hygiene.server_launch: pid %d %s\n" % (pid, ended)).encode())
+            now = time.time()
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".%03dZ" % (now % 1 * 1000)
+            emit(("gpuops.hygiene.server_launch: pid %d %s at %s\n" % (pid, ended, stamp)).encode())
     copy(0.2)
 sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 """
@@ -257,5 +261,5 @@ def exit_status(line: str) -> dict[str, t.Any] | None:
     number = int(found.group(3)) if found.group(3) else None
     name = signal.Signals(number).name if number is not None and number in signal.valid_signals() else None
     return {"pid": int(found.group(1)), "code": int(found.group(2)) if found.group(2) else None,
-            "signal": name or number}
+            "signal": name or number, "at": found.group(4)}
 

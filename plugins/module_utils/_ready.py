@@ -15,6 +15,7 @@ no log growth, no CPU time): a server waiting for nothing. `ready_timeout` bound
 
 from __future__ import annotations
 
+import datetime
 import re
 import time
 import typing as t
@@ -453,6 +454,7 @@ def _result(request: Request, scope: Scope, watch: Watch, look: Look, judged: tu
         "settled_because": settled,
         "reasons": reasons,
         "seconds": round(time.monotonic() - started, 3),
+        "checked_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
         "port": request.port,
         "pid": record["pid"] if record else None,
         "cmdline": record["cmdline"] if record else None,

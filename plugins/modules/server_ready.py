@@ -159,6 +159,11 @@ seconds:
   description: Seconds from the start of the wait to the verdict.
   returned: always
   type: float
+checked_at:
+  description: When the verdict was made (UTC, ISO 8601 with milliseconds).
+  returned: always
+  type: str
+  sample: "2026-11-29T20:14:42.118+00:00"
 pid:
   description: The PID of the server (its tree's root) as this host or node sees it, or null when none was seen.
   returned: always
@@ -192,11 +197,11 @@ gpus_ready:
   type: int
 exit:
   description:
-    - How the server ended (C(pid), C(code), C(signal)), from the exit line M(gpuops.hygiene.server_launch) writes to
-      the log; null otherwise.
+    - How the server ended (C(pid), C(code), C(signal), C(at) in UTC), from the exit line
+      M(gpuops.hygiene.server_launch) writes to the log; null otherwise.
   returned: always
   type: dict
-  sample: {"pid": 4200, "code": null, "signal": "SIGKILL"}
+  sample: {"pid": 4200, "code": null, "signal": "SIGKILL", "at": "2026-11-29T20:14:42.003Z"}
 log_excerpt:
   description: The last 30 lines of O(log_path), control characters spelled out.
   returned: always

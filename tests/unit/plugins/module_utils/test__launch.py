@@ -3,6 +3,7 @@ how it ended (run here as the real program it is)."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -64,7 +65,9 @@ def test_the_output_goes_to_the_pane_and_to_a_truncated_log_with_the_exit_code(t
     assert lines[0].startswith("gpuops.hygiene.server_launch: pid ") and lines[0].endswith(" started")
     assert lines[1:3] == ["out", "err"] and "the previous run" not in log.read_text()
     pid = int(lines[0].split()[2])
-    assert _ready_log.exit_status(lines) == {"pid": pid, "code": 3, "signal": None}
+    ended = _ready_log.exit_status(lines)
+    assert ended == {"pid": pid, "code": 3, "signal": None, "at": ended["at"]}
+    assert abs(datetime.datetime.fromisoformat(ended["at"].replace("Z", "+00:00")).timestamp() - time.time()) < 5
 
 
 def test_a_server_killed_by_a_signal_is_said_so(tmp_path):

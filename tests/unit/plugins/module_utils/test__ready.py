@@ -144,7 +144,7 @@ def test_a_server_that_exits_fails_at_once_with_its_exit_code_and_the_cause_its_
     assert result["reasons"][1].startswith(f"the server exited with code 1: pid {result['pid']} (llama-server -c")
     assert result["log_cause"] == {"kind": "cuda_oom", "label": "CUDA out of memory (another process may still hold "
                                    "the GPU)", "line": oom}
-    assert result["log_excerpt"][-1].endswith("exited with code 1") and oom in result["log_excerpt"]
+    assert f"exited with code 1 at {result['exit']['at']}" in result["log_excerpt"][-1] and oom in result["log_excerpt"]
 
 
 def test_a_server_that_ended_before_the_first_look_is_failed_from_its_launchers_exit_line(world):

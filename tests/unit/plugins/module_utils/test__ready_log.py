@@ -102,10 +102,11 @@ def test_a_log_that_says_nothing_known_has_no_cause_and_code_lines_are_no_except
 
 
 def test_the_launchers_last_exit_line_is_how_the_server_ended():
-    lines = ["gpuops.hygiene.server_launch: pid 40 exited with code 1", "gpuops.hygiene.server_launch: pid 41 started",
-             "gpuops.hygiene.server_launch: pid 41 was killed by signal 9 (SIGKILL)"]
-    assert _ready_log.exit_status(lines) == {"pid": 41, "code": None, "signal": "SIGKILL"}
-    assert _ready_log.exit_status(lines[:2]) == {"pid": 40, "code": 1, "signal": None}
+    lines = ["gpuops.hygiene.server_launch: pid 40 exited with code 1 at 2026-11-29T20:14:42.003Z",
+             "gpuops.hygiene.server_launch: pid 41 started",
+             "gpuops.hygiene.server_launch: pid 41 was killed by signal 9 (SIGKILL) at 2026-11-29T20:15:01.250Z"]
+    assert _ready_log.exit_status(lines) == {"pid": 41, "code": None, "signal": "SIGKILL", "at": "2026-11-29T20:15:01.250Z"}
+    assert _ready_log.exit_status(lines[:2]) == {"pid": 40, "code": 1, "signal": None, "at": "2026-11-29T20:14:42.003Z"}
     assert _ready_log.exit_status(["gpuops.hygiene.server_launch: pid 41 started"]) is None
 
 
