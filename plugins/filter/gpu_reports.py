@@ -29,12 +29,12 @@ def gpu_summary_table(results):
     return _report.summary_table(results)
 
 
-def gpu_junit_xml(results, suite="gpu-hygiene"):
-    return _report.junit_xml(results, suite)
+def gpu_junit_xml(results, suite="gpu-hygiene", ready=None):
+    return _report.junit_xml(results, suite, ready=ready)
 
 
-def gpu_json_report(results):
-    return _report.json_report(results)
+def gpu_json_report(results, ready=None):
+    return _report.json_report(results, ready=ready)
 
 
 def gpu_prometheus_metrics(results, checked_at=None):
