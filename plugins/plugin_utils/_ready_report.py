@@ -34,7 +34,7 @@ def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[di
         facts = hostvars[host] if host in hostvars else {}
         result = dict(facts.get("server_ready_result") or _placeholder(host, facts))
         result.setdefault("message", f"{result['verdict'].upper()}: " + "; ".join(result.get("reasons") or []))
-        empty = {"seconds": None, "port": None, "pid": None, "cmdline": None, "gpus_ready": None, "expected_gpus": 0,
+        empty: dict[str, t.Any] = {"seconds": None, "port": None, "pid": None, "cmdline": None, "gpus_ready": None, "expected_gpus": 0,
                  "reasons": [], "settled_because": None, "container": None}
         found.append({**empty, **result, "host": host, "message": f"{host}: {result['message']}"})
     return found
