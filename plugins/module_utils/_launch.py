@@ -230,15 +230,14 @@ def _launch_tmux(request: Request) -> dict[str, t.Any]:
     return result
 
 
-def _restart_unit(request: Request) -> dict[str, t.Any]:
-    assert request.unit is not None
-    result: dict[str, t.Any] = {"unit": request.unit, "command": ["systemctl", "restart", request.unit], "pid": None}
+def _restart_unit(request: Request, unit: str) -> dict[str, t.Any]:
+    result: dict[str, t.Any] = {"unit": unit, "command": ["systemctl", "restart", unit], "pid": None}
     if request.check_mode:
         return result
-    restarted = _run(request, ["systemctl", "restart", request.unit], UNIT_TIMEOUT_S)
+    restarted = _run(request, ["systemctl", "restart", unit], UNIT_TIMEOUT_S)
     if not restarted.ok:
-        raise _failed(f"systemctl restart {request.unit}", restarted)
-    shown = _run(request, ["systemctl", "show", "-p", "MainPID", "--value", request.unit])
+        raise _failed(f"systemctl restart {unit}", restarted)
+    shown = _run(request, ["systemctl", "show", "-p", "MainPID", "--value", unit])
     main_pid = shown.stdout.strip()
     result["pid"] = int(main_pid) if shown.ok and main_pid.isdigit() and main_pid != "0" else None
     return result
@@ -247,7 +246,7 @@ def _restart_unit(request: Request) -> dict[str, t.Any]:
 def launch(request: Request) -> dict[str, t.Any]:
     """Start the server as asked; in check mode only say what would be run."""
     request.validate()
-    result = _restart_unit(request) if request.unit is not None else _launch_tmux(request)
+    result = _restart_unit(request, request.unit) if request.unit is not None else _launch_tmux(request)
     return dict(result, changed=True, check_mode=request.check_mode, container=request.container,
                 argv=list(request.argv) if request.argv is not None else None, log_path=request.log_path,
                 launched_with="systemd" if request.unit is not None else "tmux")
@@ -262,4 +261,3 @@ def exit_status(line: str) -> dict[str, t.Any] | None:
     name = signal.Signals(number).name if number is not None and number in signal.valid_signals() else None
     return {"pid": int(found.group(1)), "code": int(found.group(2)) if found.group(2) else None,
             "signal": name or number, "at": found.group(4)}
-

@@ -143,4 +143,3 @@ def leftovers_request(params: dict[str, t.Any], module: str, check_mode: bool, r
         ports=tuple(params["ports"]), servers=servers_of(params, module), shm_patterns=tuple(params["shm_patterns"]),
         remove_stale_shm=params["remove_stale_shm"] and not read_only, container=params["container"],
         check_mode=check_mode)
-

@@ -31,6 +31,7 @@ attributes:
     description: Checks the arguments and whether the session is free, and returns the command it would run.
   diff_mode:
     support: none
+    description: Nothing to compare, it starts a process.
 extends_documentation_fragment:
   - gpuops.hygiene.server_log
   - gpuops.hygiene.scope

@@ -37,6 +37,7 @@ attributes:
     description: Reads only, so it waits the same way in check mode.
   diff_mode:
     support: none
+    description: Nothing to compare, it only reads.
 extends_documentation_fragment:
   - gpuops.hygiene.server_log
   - gpuops.hygiene.scope

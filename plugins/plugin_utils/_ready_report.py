@@ -21,7 +21,7 @@ def _placeholder(host: str, facts: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
         verdict, reasons = UNREACHABLE, list(reset.get("reasons") or ["unreachable"])
     elif reset and reset.get("verdict") != "clean":
         verdict = NOT_LAUNCHED
-        reasons = [f"not launched: the host is not clean ({reset.get('verdict')}): " + "; ".join(reset.get("reasons") or [])]
+        reasons = [f"the host is not clean ({reset.get('verdict')}): " + "; ".join(reset.get("reasons") or [])]
     else:
         verdict, reasons = NOT_LAUNCHED, ["no result: the play failed or ended on this host before the launch"]
     return {"verdict": verdict, "ready": False, "reasons": reasons}
@@ -34,8 +34,8 @@ def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[di
         facts = hostvars[host] if host in hostvars else {}
         result = dict(facts.get("server_ready_result") or _placeholder(host, facts))
         result.setdefault("message", f"{result['verdict'].upper()}: " + "; ".join(result.get("reasons") or []))
-        empty: dict[str, t.Any] = {"seconds": None, "port": None, "pid": None, "cmdline": None, "gpus_ready": None, "expected_gpus": 0,
-                 "reasons": [], "settled_because": None, "container": None}
+        empty: dict[str, t.Any] = {"seconds": None, "port": None, "pid": None, "cmdline": None, "gpus_ready": None,
+                                   "expected_gpus": 0, "reasons": [], "settled_because": None, "container": None}
         found.append({**empty, **result, "host": host, "message": f"{host}: {result['message']}"})
     return found
 

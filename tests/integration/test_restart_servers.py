@@ -53,7 +53,7 @@ def test_the_fleet_is_reset_relaunched_and_waited_for_with_one_table(sim):
     assert row(lines, ready).split()[1:2] == ["ready"] and row(lines, ready).split()[3] == "2/2"
     assert row(lines, failing).split()[1] == "failed" and "CUDA out of memory (another process may still hold the GPU): " \
         "torch.OutOfMemoryError: CUDA out of memory." in row(lines, failing)
-    assert row(lines, dirty).split()[1] == "not-launched" and "not launched: the host is not clean (busy)" in row(lines, dirty)
+    assert row(lines, dirty).split()[1] == "not-launched" and "the host is not clean (busy)" in row(lines, dirty)
     # The old servers were stopped; the new one runs with its new command line; nothing was started on the dirty host.
     # (tmux's server and the launcher carry the command among their own arguments: they are not the server.)
     servers = [proc.args for proc in alive(ready, "sglang.launch_server") if proc.args.startswith("/usr/bin/python3 -m")]

@@ -17,14 +17,17 @@ SGLANG_OOM = """\
   File "/root/sglang/python/sglang/srt/managers/scheduler.py", line 3118, in run_scheduler_process
     scheduler = Scheduler(
                 ^^^^^^^^^^
-torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB. GPU 0 has a total capacity of 23.52 GiB of which 125.38 MiB is free. Process 6397 has 386.00 MiB memory in use.
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB. GPU 0 has a total capacity of 23.52 GiB \
+of which 125.38 MiB is free. Process 6397 has 386.00 MiB memory in use.
 [06-09 17:46:28] Rank 0 scheduler is dead. Please check if there are relevant logs.
 [2026-05-01 15:16:15] Received sigquit from a child process. It usually means the child failed.
 """
 # https://github.com/vllm-project/vllm/issues/21661 (worker) and https://github.com/vllm-project/vllm/issues/23176
 VLLM_NCCL = """\
-(VllmWorker TP1 pid=761) ERROR 11-04 18:02:56 [v1/executor/multiproc_executor.py:597]     raise RuntimeError(f"NCCL error: {error_str}")
-(VllmWorker TP1 pid=761) ERROR 11-04 18:02:56 [v1/executor/multiproc_executor.py:597] RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)
+(VllmWorker TP1 pid=761) ERROR 11-04 18:02:56 [v1/executor/multiproc_executor.py:597]     raise \
+RuntimeError(f"NCCL error: {error_str}")
+(VllmWorker TP1 pid=761) ERROR 11-04 18:02:56 [v1/executor/multiproc_executor.py:597] RuntimeError: NCCL error: \
+unhandled cuda error (run with NCCL_DEBUG=INFO for details)
 (APIServer pid=1179246) Traceback (most recent call last):
 (APIServer pid=1179246)   File "/home/ss345/vllm-local-build/vllm/vllm/v1/engine/utils.py", line 759, in wait_for_engine_startup
 (APIServer pid=1179246)     raise RuntimeError("Engine core initialization failed. "
@@ -62,7 +65,9 @@ During handling of the above exception, another exception occurred:
 Traceback (most recent call last):
   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 709, in <module>
     uvloop.run(run_server(args))
-ValueError: The checkpoint you are trying to load has model type `qwen2_5_vl` but Transformers does not recognize this architecture. This could be because of an issue with the checkpoint, or because your version of Transformers is out of date.
+ValueError: The checkpoint you are trying to load has model type `qwen2_5_vl` but Transformers does not recognize \
+this architecture. This could be because of an issue with the checkpoint, or because your version of Transformers is \
+out of date.
 """
 
 

@@ -21,7 +21,7 @@ def test_every_host_gets_an_outcome_and_a_host_that_was_not_launched_says_why():
     found = {outcome["host"]: outcome for outcome in _ready_report.outcomes(hostvars, ["a", "b", "c", "d", "e", "f"])}
     assert found["a"]["message"] == "a: ready in 41.2 s: pid 4200 answers 200"
     assert found["c"]["verdict"] == "not-launched"
-    assert found["c"]["reasons"] == ["not launched: the host is not clean (busy): GPU 3: 4096 MiB used by no process"]
+    assert found["c"]["reasons"] == ["the host is not clean (busy): GPU 3: 4096 MiB used by no process"]
     assert found["d"]["verdict"] == "unreachable" and found["d"]["reasons"] == ["ssh: connection refused"]
     for host in ("e", "f"):
         assert found[host]["verdict"] == "not-launched" and found[host]["reasons"][0].startswith("no result: ")
