@@ -13,11 +13,11 @@ short_description: Default screen output, with the GPU summary of the run as a t
 version_added: 0.1.0
 description:
   - Ansible's default stdout callback (the same options and output), except for one result. An
-    C(ansible.builtin.debug) task whose C(msg) is the output of P(gpuops.hygiene.gpu_summary_table#filter) (the
-    text, or the list of its lines) prints it as a plain table, one line per host in its verdict's color, instead of
-    a JSON list of quoted strings.
-  - The playbooks C(gpuops.hygiene.reset_gpus), C(gpuops.hygiene.gpu_status) and C(gpuops.hygiene.gate_benchmark)
-    end with such a task; any playbook can show the table the same way.
+    C(ansible.builtin.debug) task whose C(msg) is the output of P(gpuops.hygiene.gpu_summary_table#filter) or
+    P(gpuops.hygiene.server_ready_table#filter) (the text, or the list of its lines) prints it as a plain table, one
+    line per host in its verdict's color, instead of a JSON list of quoted strings.
+  - The playbooks C(gpuops.hygiene.reset_gpus), C(gpuops.hygiene.gpu_status), C(gpuops.hygiene.gate_benchmark) and
+    C(gpuops.hygiene.restart_servers) end with such a task; any playbook can show the table the same way.
   - The table is shown even with O(display_ok_hosts=false), as the run's result rather than a host's.
   - Control characters in the table (a process name can carry a terminal escape sequence) are spelled out, never
     sent to the terminal.
@@ -49,8 +49,9 @@ def _task_and_data(result: t.Any) -> tuple[t.Any, t.Mapping[str, t.Any]]:
 
 
 def _color(verdict: str | None) -> str | None:
-    return {"clean": C.COLOR_OK, "busy": C.COLOR_ERROR, "unknown": C.COLOR_ERROR,
-            "unreachable": C.COLOR_UNREACHABLE}.get(verdict or "")
+    return {"clean": C.COLOR_OK, "busy": C.COLOR_ERROR, "unknown": C.COLOR_ERROR, "unreachable": C.COLOR_UNREACHABLE,
+            "ready": C.COLOR_OK, "failed": C.COLOR_ERROR, "timeout": C.COLOR_ERROR,
+            "not-launched": C.COLOR_ERROR}.get(verdict or "")
 
 
 class CallbackModule(DefaultCallback):

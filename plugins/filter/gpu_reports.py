@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _registered, _report
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _ready_report, _registered, _report
 
 
 def gpu_reset_result(before, host, kill=None, after=None, leftovers=None, gpu_reset=None, check_mode=False,
@@ -29,16 +29,24 @@ def gpu_summary_table(results):
     return _report.summary_table(results)
 
 
-def gpu_junit_xml(results, suite="gpu-hygiene"):
-    return _report.junit_xml(results, suite)
+def gpu_junit_xml(results, suite="gpu-hygiene", ready=None):
+    return _report.junit_xml(results, suite, ready=ready)
 
 
-def gpu_json_report(results):
-    return _report.json_report(results)
+def gpu_json_report(results, ready=None):
+    return _report.json_report(results, ready=ready)
 
 
 def gpu_prometheus_metrics(results, checked_at=None):
     return _report.prometheus_metrics(results, checked_at)
+
+
+def server_ready_outcomes(hostvars, hosts):
+    return _ready_report.outcomes(hostvars, hosts)
+
+
+def server_ready_table(results):
+    return _ready_report.table(results)
 
 
 class FilterModule:
@@ -50,4 +58,6 @@ class FilterModule:
             "gpu_junit_xml": gpu_junit_xml,
             "gpu_json_report": gpu_json_report,
             "gpu_prometheus_metrics": gpu_prometheus_metrics,
+            "server_ready_outcomes": server_ready_outcomes,
+            "server_ready_table": server_ready_table,
         }

@@ -21,7 +21,7 @@ if t.TYPE_CHECKING:  # a runtime alias would break the import on a Python 3.8 ho
     Spec = dict[str, dict[str, t.Any]]
 
 # The modules whose `servers` or `wait_for` are not given get these (None in the spec: the default differs per module).
-SERVERS_DEFAULT = {"gpu_host_reset": ["all"], "inference_server_kill": [], "server_leftovers": []}
+SERVERS_DEFAULT = {"gpu_host_reset": ["all"], "inference_server_kill": [], "server_leftovers": [], "server_ready": ["all"]}
 WAIT_FOR_DEFAULT = {"gpu_host_reset": 60.0, "gpu_memory_facts": 0.0}
 
 
@@ -50,12 +50,40 @@ def gpu_read(timeout_alias: bool) -> Spec:
     }
 
 
+def poll() -> Spec:
+    """poll_interval: of fragment gpuops.hygiene.gpu_wait, and server_ready's own documentation."""
+    return {"poll_interval": {"type": "float", "default": 0.25}}
+
+
 def gpu_wait() -> Spec:
     """Fragment gpuops.hygiene.gpu_wait."""
+    return {"wait_for": {"type": "float"}, **poll(), "settle_window": {"type": "float", "default": 5}}
+
+
+def server_log() -> Spec:
+    """Fragment gpuops.hygiene.server_log."""
+    return {"log_path": {"type": "path"}}
+
+
+def ready() -> Spec:
+    """server_ready's own options (its documentation)."""
     return {
-        "wait_for": {"type": "float"},
-        "poll_interval": {"type": "float", "default": 0.25},
-        "settle_window": {"type": "float", "default": 5},
+        "port": {"type": "int", "required": True},
+        "health_path": {"type": "str"},
+        "expected_gpus": {"type": "int", "default": 0},
+        "min_mib_per_gpu": {"type": "int", "default": 1024},
+        "ready_timeout": {"type": "float", "default": 600},
+        "stall_timeout": {"type": "float", "default": 120},
+    }
+
+
+def launch() -> Spec:
+    """server_launch's own options (its documentation). argv is raw: a string must be refused, never split."""
+    return {
+        "argv": {"type": "raw"},
+        "unit": {"type": "str"},
+        "session": {"type": "str", "default": "server"},
+        "chdir": {"type": "path", "default": "/"},
     }
 
 
@@ -84,7 +112,8 @@ def leftovers() -> Spec:
 
 # What the options ask for: one translation of a module's parameters into each request, shared by the modules.
 
-def _servers(params: dict[str, t.Any], module: str) -> tuple[str, ...]:
+def servers_of(params: dict[str, t.Any], module: str) -> tuple[str, ...]:
+    """The presets a module's `servers` names, its own default when not given."""
     return tuple(SERVERS_DEFAULT[module] if params["servers"] is None else params["servers"])
 
 
@@ -101,7 +130,7 @@ def read_request(params: dict[str, t.Any], module: str, **extra: t.Any) -> _gpu_
 def stop_request(params: dict[str, t.Any], module: str, check_mode: bool) -> _kill.Request:
     """The stop of fragments process_selection, scope, scope.processes and scope.servers."""
     return _kill.Request(
-        servers=_servers(params, module), patterns=tuple(params["patterns"]), clients=tuple(params["clients"]),
+        servers=servers_of(params, module), patterns=tuple(params["patterns"]), clients=tuple(params["clients"]),
         gpu_holders=params["gpu_holders"], container=params["container"],
         container_processes=params["container_processes"], protect=tuple(params["protect"]), signal=params["signal"],
         grace_period=params["grace_period"], timeout=params["kill_timeout"], stop_units=params["stop_units"],
@@ -111,6 +140,6 @@ def stop_request(params: dict[str, t.Any], module: str, check_mode: bool) -> _ki
 def leftovers_request(params: dict[str, t.Any], module: str, check_mode: bool, read_only: bool = False) -> _leftovers.Request:
     """The leftovers check of fragments leftovers, scope and scope.servers; a read-only run removes nothing."""
     return _leftovers.Request(
-        ports=tuple(params["ports"]), servers=_servers(params, module), shm_patterns=tuple(params["shm_patterns"]),
+        ports=tuple(params["ports"]), servers=servers_of(params, module), shm_patterns=tuple(params["shm_patterns"]),
         remove_stale_shm=params["remove_stale_shm"] and not read_only, container=params["container"],
         check_mode=check_mode)

@@ -628,3 +628,27 @@ def _shell_commands(text: str) -> list[list[str]] | None:
            for command in found):
         return None
     return found
+
+
+# Where each engine says it is ready: HTTP GET answers 200 only once it can serve (server_ready's default health_path).
+# SGLang: /health answers 503 while the server starts (python/sglang/srt/entrypoints/http_server.py health_generate);
+# vLLM: /health (vllm/entrypoints/openai/api_server.py); TGI: the router's /health (router/src/server.rs);
+# TensorRT-LLM: trtllm-serve's /health (tensorrt_llm/serve/openai_server.py); Triton: the readiness endpoint of the
+# KServe v2 protocol it speaks, /v2/health/ready (kserve docs/predict-api/v2/required_api.md);
+# llama.cpp: llama-server's /health answers 503 while the model loads (tools/server/README.md);
+# Ollama: GET / answers "Ollama is running" (server/routes.go);
+# LMDeploy: /health (lmdeploy/serve/openai/api_server.py, the router's health()); Aphrodite: /health, as the vLLM
+# server it is derived from (aphrodite/endpoints/openai/api_server.py); KoboldCpp has no health endpoint (its
+# maintainer in LostRuins/koboldcpp issue 1114 points to /api/extra/*), /api/extra/version answers once the model is
+# loaded, as the HTTP server starts only then; MLC LLM has none either, /v1/models answers once its engines are up
+# (python/mlc_llm/serve/entrypoints/openai_entrypoints.py).
+HEALTH_PATHS = {"sglang": "/health", "vllm": "/health", "tgi": "/health", "trtllm": "/health",
+                "triton": "/v2/health/ready", "llamacpp": "/health", "ollama": "/", "lmdeploy": "/health",
+                "aphrodite": "/health", "koboldcpp": "/api/extra/version", "mlcllm": "/v1/models"}
+
+
+def health_path(preset: str, argv: t.Sequence[str]) -> str:
+    """The health path of the engine this process belongs to; Triton's when a TensorRT-LLM launch is tritonserver."""
+    if preset == "trtllm" and argv and os.path.basename(argv[0]) in ("tritonserver", *_MPI_LAUNCHERS):
+        return HEALTH_PATHS["triton"]
+    return HEALTH_PATHS[preset]

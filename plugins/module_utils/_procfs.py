@@ -12,6 +12,7 @@ import os
 import platform
 import pwd
 import re
+import socket
 import stat
 import time
 import typing as t
@@ -361,6 +362,15 @@ def start_ticks(pid: int, proc: str = PROC) -> int | None:
         return None
 
 
+def cpu_ticks(pid: int, proc: str = PROC) -> int | None:
+    """User plus system CPU time the process has used, in clock ticks (None once it is gone)."""
+    try:
+        fields = _read_bytes(f"{proc}/{pid}/stat").decode("utf-8", "replace").rpartition(")")[2].split()
+        return int(fields[11]) + int(fields[12])
+    except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+        return None
+
+
 def state_of(pid: int, proc: str = PROC) -> str | None:
     try:
         return str(parse_stat(_read_bytes(f"{_record_dir(pid, proc)}/stat").decode("utf-8", "replace"))["state"])
@@ -688,9 +698,24 @@ def socket_inodes(pid: int, proc: str = PROC) -> set[int]:
     return found
 
 
-def listening_sockets(net_dir: str) -> dict[int, list[int]]:
-    """Port -> inodes of TCP sockets listening on it, from <net_dir>/tcp and tcp6 (one network namespace)."""
-    listening: dict[int, list[int]] = {}
+class Listener(t.NamedTuple):
+    """A TCP socket in the LISTEN state: its port, inode and the local address it is bound to."""
+
+    port: int
+    inode: int
+    address: str  # 0.0.0.0, 127.0.0.1, ::, ::1, ...
+
+
+def _address(hex_address: str) -> str:
+    """The address of /proc/net/tcp (one little-endian 32-bit word) or tcp6 (four of them), as text."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(raw[index:index + 4][::-1] for index in range(0, len(raw), 4))
+    return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, words)
+
+
+def listeners(net_dir: str) -> list[Listener]:
+    """Every TCP socket listening in one network namespace, from <net_dir>/tcp and tcp6."""
+    found = []
     for name in ("tcp", "tcp6"):
         try:
             text = _read_bytes(f"{net_dir}/{name}").decode("ascii", "replace")
@@ -699,6 +724,17 @@ def listening_sockets(net_dir: str) -> dict[int, list[int]]:
         for line in text.splitlines()[1:]:
             fields = line.split()
             if len(fields) > 9 and fields[3] == "0A":  # TCP_LISTEN
-                port = int(fields[1].rsplit(":", 1)[1], 16)
-                listening.setdefault(port, []).append(int(fields[9]))
+                address, _colon, port = fields[1].rpartition(":")
+                try:
+                    found.append(Listener(int(port, 16), int(fields[9]), _address(address)))
+                except ValueError:
+                    continue
+    return found
+
+
+def listening_sockets(net_dir: str) -> dict[int, list[int]]:
+    """Port -> inodes of TCP sockets listening on it, from <net_dir>/tcp and tcp6 (one network namespace)."""
+    listening: dict[int, list[int]] = {}
+    for listener in listeners(net_dir):
+        listening.setdefault(listener.port, []).append(listener.inode)
     return listening

@@ -75,6 +75,9 @@ def _read_only(result: t.Mapping[str, t.Any]) -> bool:
 
 
 SUMMARY_HEADER = ("HOST", "VERDICT", "GPUS CLEAN", "MIB FREED", "STOPPED", "SECONDS", "WHY NOT CLEAN")
+# The table of servers relaunched and waited for (_ready_report.table), printed the same way.
+READY_HEADER = ("HOST", "SERVER", "SECONDS", "GPUS", "WHY NOT READY")
+READY_VERDICTS = ("ready", "failed", "timeout", "not-launched", UNREACHABLE)
 
 
 def summary_table(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
@@ -106,15 +109,15 @@ def summary_lines(value: t.Any) -> list[str] | None:
         value = value.split("\n")
     if not isinstance(value, list) or not value or not all(isinstance(line, str) for line in value):
         return None
-    if value[0].split() != " ".join(SUMMARY_HEADER).split():
+    if value[0].split() not in (" ".join(SUMMARY_HEADER).split(), " ".join(READY_HEADER).split()):
         return None
     return [_one_line(line) for line in value]
 
 
 def verdict_of_row(line: str) -> str | None:
-    """The verdict of a host's row of summary_table(); None for the header and the count."""
+    """The verdict of a host's row of summary_table() or of the ready table; None for the header and the count."""
     fields = line.split()
-    return fields[1] if len(fields) > 1 and fields[1] in (CLEAN, BUSY, UNKNOWN, UNREACHABLE) else None
+    return fields[1] if len(fields) > 1 and fields[1] in (CLEAN, BUSY, UNKNOWN, *READY_VERDICTS) else None
 
 
 def _printable(text: t.Any) -> str:
@@ -146,14 +149,27 @@ def _seconds(value: t.Any) -> str:
     return f"{float(value or 0):.3f}"
 
 
+def _with_server(result: t.Mapping[str, t.Any], ready: t.Mapping[str, t.Any] | None) -> t.Mapping[str, t.Any]:
+    """A clean host whose relaunched server is not ready fails its test case as busy would, with the server's reasons."""
+    if result.get("verdict") != CLEAN or (ready or {}).get("ready"):
+        return result
+    server = _server(ready)
+    return dict(result, verdict=BUSY, reasons=[f"server not ready ({server['verdict']}): " + "; ".join(server["reasons"])],
+                message=(ready or {}).get("message") or f"{result.get('host')}: server not ready")
+
+
 def junit_xml(results: t.Iterable[t.Mapping[str, t.Any]], suite: str = "gpu-hygiene",
-              timestamp: datetime.datetime | None = None) -> str:
+              timestamp: datetime.datetime | None = None, ready: t.Iterable[t.Mapping[str, t.Any]] | None = None) -> str:
     """One JUnit test case per host, valid for the Ant/Jenkins JUnit schema (docs/reports.md).
 
     A busy host is a <failure>; an unknown or unreachable host is an <error> (nothing proves it either way); the
-    reasons are the element's text and the host's message its message attribute.
+    reasons are the element's text and the host's message its message attribute. With `ready`, a clean host whose
+    relaunched server is not ready is a <failure> too.
     """
     results = list(results)
+    if ready is not None:
+        servers = {entry.get("host"): entry for entry in ready}
+        results = [_with_server(result, servers.get(result.get("host"))) for result in results]
     failures = sum(1 for result in results if result.get("verdict") == BUSY)
     errors = sum(1 for result in results if result.get("verdict") not in (CLEAN, BUSY))
     total = _seconds(sum(float(result.get("seconds_to_clean") or 0) for result in results))
@@ -194,9 +210,22 @@ def _plain(value: t.Any) -> t.Any:
     return value
 
 
-def json_report(results: t.Iterable[t.Mapping[str, t.Any]], generated_at: datetime.datetime | None = None) -> str:
-    """The fleet report as JSON text, versioned and described by docs/gpu-report.schema.json."""
-    hosts = [_plain(result) for result in results]
+def _server(ready: t.Mapping[str, t.Any] | None) -> dict[str, t.Any]:
+    """A host's relaunched server in the reports (server_ready_outcomes), or that none was waited for."""
+    ready = ready or {"verdict": "not-launched", "ready": False, "reasons": ["no server was waited for on this host"]}
+    return {"verdict": ready.get("verdict"), "ready": bool(ready.get("ready")), "port": ready.get("port"),
+            "pid": ready.get("pid"), "cmdline": ready.get("cmdline"),
+            "seconds_to_ready": ready.get("seconds") if ready.get("ready") else None,
+            "reasons": list(ready.get("reasons") or [])}
+
+
+def json_report(results: t.Iterable[t.Mapping[str, t.Any]], generated_at: datetime.datetime | None = None,
+                ready: t.Iterable[t.Mapping[str, t.Any]] | None = None) -> str:
+    """The fleet report as JSON text, versioned and described by docs/gpu-report.schema.json. With `ready` (the
+    server_ready outcomes of a gate that launched the servers), each host has its `server` and the report `ready`."""
+    servers = None if ready is None else {entry.get("host"): entry for entry in ready}
+    hosts = [_plain(dict(result, server=_server(servers.get(result.get("host")))) if servers is not None else result)
+             for result in results]
     when = generated_at or datetime.datetime.now(datetime.timezone.utc)
     report = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -206,6 +235,8 @@ def json_report(results: t.Iterable[t.Mapping[str, t.Any]], generated_at: dateti
                    for verdict in (CLEAN, BUSY, UNKNOWN, UNREACHABLE)},
         "hosts": hosts,
     }
+    if servers is not None:
+        report["ready"] = all(host["server"]["ready"] for host in hosts)
     return json.dumps(report, indent=2, ensure_ascii=True, default=str) + "\n"
 
 

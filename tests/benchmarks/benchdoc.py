@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import statistics
 
+import readiness
 import settledoc
 
 RELEASE_S = 1.5
@@ -637,6 +638,7 @@ manual/reset >= 3 (measured: {_f(reset8.get('median_s'))} s). Left, ordered by e
 """)
 
     for section in (settledoc.verdict_section(results.get("verdicts") or [], os.path.basename(results_path)),
+                    readiness.section(results.get("readiness") or [], os.path.basename(results_path)),
                     settledoc.cost_section(results.get("cost_model") or {}, os.path.basename(results_path))):
         if section:
             add(section)
@@ -678,12 +680,14 @@ sudo .venv/bin/python tests/benchmarks/run.py --hosts 1,8,32,64 --reps 3 --doc  
 sudo .venv/bin/python tests/benchmarks/run.py --smoke  # 1 host, 1 repetition, ~30 s
 sudo .venv/bin/python tests/benchmarks/run.py --cost --hosts 1,8,32,64 --reps 3   # only the cost split (reset, no-op)
 sudo .venv/bin/python tests/benchmarks/verdicts.py --sizes 1,8 --out V.json        # only the time to a settled verdict
+sudo .venv/bin/python tests/benchmarks/readiness.py --out R.json                   # only the time to a readiness verdict
 .venv/bin/python tests/benchmarks/report.py tests/benchmarks/results/RESULTS.json \\
     [--baseline EARLIER.json=LABEL ...]  # rewrite this page, the plot and tests/benchmarks/summary.json
 .venv/bin/python -m pytest -c tests/pytest.ini tests/benchmarks                   # the smoke test
 ```
 
-Options: `--verdict-sizes 1,8` (the time-to-verdict runs of a full run; empty: none), `--cost` (only the reset with
+Options: `--verdict-sizes 1,8` (the time-to-verdict runs of a full run; empty: none), `--no-readiness` (no
+readiness rows), `--cost` (only the reset with
 both backends and the no-op play, for the cost split), `--big-reps N` (repetitions at 32 hosts and more, default 1;
 at 64 hosts only the reset and the no-op play run), `--variants reset,floor` (only these plays), `--no-profile` (no
 cProfile of a module run), `--ssh-hosts N` (0 skips SSH), `--no-extras` (no strategy free, no SSH without

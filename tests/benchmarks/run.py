@@ -23,6 +23,7 @@ sys.path.insert(0, HERE)
 # pylint: disable=wrong-import-position
 import benchlib  # noqa: E402
 import costmodel  # noqa: E402
+import readiness  # noqa: E402
 import report  # noqa: E402
 import verdicts  # noqa: E402
 from benchlib import Transport  # noqa: E402
@@ -52,6 +53,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="only the cost split: the reset and the no-op play at every size, no SSH, no extras")
     parser.add_argument("--verdict-sizes", default="1,8",
                         help="fleet sizes of the time-to-verdict runs (one broken host each; empty: none)")
+    parser.add_argument("--no-readiness", action="store_true",
+                        help="skip the time from a server's death at start-up to server_ready's verdict")
     parser.add_argument("--out", help="results file (default tests/benchmarks/results/<time>.json)")
     parser.add_argument("--doc", action="store_true", help="also write docs/BENCHMARKS.md and its plot from the results")
     parser.add_argument("--baseline", type=report.baseline_arg, action="append", default=[],
@@ -182,6 +185,10 @@ def _main(argv: list[str]) -> int:
     if verdict_sizes and not args.smoke and not args.cost:
         print(f"time to a settled verdict, fleet sizes {verdict_sizes} (one broken host)")
         results["verdicts"] = verdicts.run_all(verdict_sizes, 1)
+        save()
+    if not args.smoke and not args.cost and not args.no_readiness:
+        print("time from a server's death at start-up to its readiness verdict (restart_servers.yml, one host)")
+        results["readiness"] = readiness.run_all(1)
         save()
     if not args.smoke and not args.no_profile:
         print("where a module run's CPU goes: cProfile of one reset on one host, per backend")

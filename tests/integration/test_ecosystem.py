@@ -161,7 +161,8 @@ def test_every_module_on_a_python_3_8_host_fails_with_the_requirements():
         pytest.skip("no Python 3.8 here")
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS)
     for module, args in (("gpu_memory_facts", []), ("inference_server_kill", ["-a", "servers=vllm"]),
-                         ("server_leftovers", []), ("gpu_host_reset", [])):
+                         ("server_leftovers", []), ("gpu_host_reset", []), ("server_ready", ["-a", "port=8000"]),
+                         ("server_launch", [])):
         ran = subprocess.run([tool("ansible"), "localhost", "-c", "local", "-m", f"gpuops.hygiene.{module}", *args,
                               "-e", f"ansible_python_interpreter={python38}", "-o"],
                              capture_output=True, text=True, timeout=120, env=env, check=False)

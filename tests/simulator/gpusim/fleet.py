@@ -436,6 +436,14 @@ def start_unit(name: str, unit: str, argv: t.Sequence[str], restart_s: float = 0
                                  *manager, "--", *argv], knobs=knobs)
 
 
+def define_unit(name: str, unit: str, argv: t.Sequence[str], restart_s: float = 0.5, knobs: dict | None = None,
+                log: str | None = None) -> None:
+    """A unit of the host's system manager that is defined but not started: `systemctl start|restart` starts it
+    (see gpusim.units); its output goes to `log`, truncated at every start."""
+    run(name, [PYTHON, "-m", "gpusim.units", "define", "--unit", unit, "--restart-s", str(restart_s),
+               *(["--log", log] if log else []), "--", *argv], env=dict(INSIDE_ENV, GPUSIM_KNOBS=json.dumps(knobs or {})))
+
+
 def start_holder(name: str, title: str, gpus: t.Sequence[int] = (), mib: int = 0, devices_only: bool = False,
                  container: str | None = None, knobs: dict | None = None) -> int:
     argv = ["python3", "-m", "gpusim.engines", "holder", "--title", title, "--gpus", ",".join(map(str, gpus)),

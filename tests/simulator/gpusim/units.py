@@ -11,6 +11,12 @@ talks to user 1000's manager, plain `systemctl` to the system manager only.
 `systemctl show [-p PROPERTY]... [--value] UNIT...` prints MainPID and
 ControlGroup as systemd does (`ControlGroup=/system.slice/x.service`; empty for
 a unit that is not running).
+
+A unit can also be defined without starting it (`python3 -m gpusim.units define
+--unit U [--restart-s S] [--log PATH] -- cmd...`, the unit file's ExecStart,
+Restart=always and StandardOutput=truncate:PATH, with GPUSIM_KNOBS as its
+Environment=); `systemctl start U` and `systemctl restart U` then start its
+supervisor (restart stops a running one first, as systemd does).
 """
 
 from __future__ import annotations
@@ -55,13 +61,54 @@ def _unit_pids(unit: str, uid: int | None = None) -> list[int]:
         return []
 
 
-def supervise(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="supervise")
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--unit", required=True)
     parser.add_argument("--restart-s", type=float, default=0.5)
     parser.add_argument("--user", type=int, default=None, help="uid whose user manager runs the unit")
+    parser.add_argument("--log", help="the command's output, truncated at every start (StandardOutput=truncate:)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _definition_path(unit: str) -> str:
+    return f"{UNITS_DIR}/defined/{unit}.json"
+
+
+def define(argv: list[str]) -> int:
+    """Write a unit's definition (what its unit file says), to be started by systemctl start or restart."""
+    args = _parser("define").parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    os.makedirs(os.path.dirname(_definition_path(args.unit)), exist_ok=True)
+    with open(_definition_path(args.unit), "w", encoding="utf-8") as handle:
+        json.dump({"command": command, "restart_s": args.restart_s, "log": args.log,
+                   "knobs": os.environ.get("GPUSIM_KNOBS", "{}")}, handle)
+    return 0
+
+
+def _start_defined(unit: str) -> bool:
+    """Start the supervisor of a defined unit, detached as systemd's services are; False when none is defined."""
+    try:
+        with open(_definition_path(unit), encoding="utf-8") as handle:
+            definition = json.load(handle)
+    except FileNotFoundError:
+        return False
+    argv = [sys.executable, "-m", "gpusim.units", "--unit", unit, "--restart-s", str(definition["restart_s"])]
+    argv += ["--log", definition["log"]] if definition["log"] else []
+    env = dict(os.environ, GPUSIM_KNOBS=definition["knobs"], PYTHONPATH=f"{paths.INSIDE_LIB}/fakepkgs:{paths.INSIDE_LIB}",
+               PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    subprocess.Popen(argv + ["--", *definition["command"]], env=env, start_new_session=True,  # pylint: disable=consider-using-with
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _ask(unit, None, "main-pid") in (None, "0") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return True
+
+
+def supervise(argv: list[str]) -> int:
+    if argv[:1] == ["define"]:
+        return define(argv[1:])
+    args = _parser("supervise").parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     cgroup = _cgroup(args.unit, args.user)
     namespaces.make_cgroup(cgroup)
@@ -81,8 +128,12 @@ def supervise(argv: list[str]) -> int:
             main_process = None
             restart_at = time.monotonic() + args.restart_s
         if main_process is None and time.monotonic() >= restart_at:
+            output = open(args.log, "wb") if args.log else None  # pylint: disable=consider-using-with
             main_process = subprocess.Popen(command, preexec_fn=lambda: namespaces.join_cgroup(cgroup),
-                                            start_new_session=True, stdin=subprocess.DEVNULL)
+                                            start_new_session=True, stdin=subprocess.DEVNULL, stdout=output,
+                                            stderr=output)
+            if output is not None:
+                output.close()
         try:
             conn = control.accept()[0]
         except socket.timeout:
@@ -173,6 +224,15 @@ def systemctl_main(argv: list[str]) -> int:
             if _ask(unit, uid, "stop") is None and not _unit_pids(unit, uid):
                 print(f"Failed to stop {unit}: Unit {unit} not loaded.", file=sys.stderr)
                 return 5
+        return 0
+    if len(words) == 2 and words[0] in ("start", "restart") and uid is None:
+        if words[0] == "restart":
+            _ask(words[1], uid, "stop")
+        elif _ask(words[1], uid, "main-pid") is not None:
+            return 0  # start of a running unit changes nothing
+        if not _start_defined(words[1]):
+            print(f"Failed to {words[0]} {words[1]}: Unit {words[1]} not found.", file=sys.stderr)
+            return 5
         return 0
     if len(words) == 2 and words[0] == "is-active":
         active = _ask(words[1], uid, "main-pid") is not None

@@ -10,7 +10,8 @@ from ansible_collections.gpuops.hygiene.plugins.filter.gpu_reports import Filter
 
 def test_filters_are_registered():
     assert sorted(FilterModule().filters()) == ["gpu_json_report", "gpu_junit_xml", "gpu_prometheus_metrics",
-                                                "gpu_reset_outcomes", "gpu_reset_result", "gpu_summary_table"]
+                                                "gpu_reset_outcomes", "gpu_reset_result", "gpu_summary_table",
+                                                "server_ready_outcomes", "server_ready_table"]
 
 
 @pytest.mark.parametrize("before", [{"changed": False}, {"ansible_facts": {"gpu_memory": {"gpus": "x"}}}, None])

@@ -12,10 +12,12 @@ import yaml
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
 from ansible_collections.gpuops.hygiene.plugins.modules import gpu_host_reset, gpu_memory_facts
-from ansible_collections.gpuops.hygiene.plugins.modules import inference_server_kill, server_leftovers
+from ansible_collections.gpuops.hygiene.plugins.modules import inference_server_kill, server_launch, server_leftovers
+from ansible_collections.gpuops.hygiene.plugins.modules import server_ready
 
 MODULES = {"gpu_host_reset": gpu_host_reset, "gpu_memory_facts": gpu_memory_facts,
-           "inference_server_kill": inference_server_kill, "server_leftovers": server_leftovers}
+           "inference_server_kill": inference_server_kill, "server_leftovers": server_leftovers,
+           "server_ready": server_ready, "server_launch": server_launch}
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 REPO = os.path.dirname(TESTS)
 # What the argument spec and the documentation must agree on for each option.
@@ -79,7 +81,7 @@ def test_former_names_are_aliases_where_they_were_used():
 
 def test_two_builders_never_declare_the_same_option():
     builders = [_options.scope(), _options.processes(), _options.servers(), _options.gpu_read(True), _options.gpu_wait(),
-                _options.stop(True), _options.leftovers()]
+                _options.stop(True), _options.leftovers(), _options.ready(), _options.launch(), _options.server_log()]
     names = [option for builder in builders for option in builder]
     assert len(names) == len(set(names))
 

@@ -133,3 +133,15 @@ def test_parse_launch_shapes():
 def test_bystanders(cmdline, comm):
     assert _presets.is_bystander(shlex.split(cmdline), comm)
     assert not _presets.is_bystander(["python3", "run_inference.py"], "python3")
+
+
+def test_every_preset_has_the_health_path_its_engine_serves():
+    """server_ready's default health_path: each engine's own (sources in _presets.HEALTH_PATHS)."""
+    assert set(_presets.HEALTH_PATHS) == set(_presets.PRESETS)
+    assert _presets.health_path("sglang", ["python3", "-m", "sglang.launch_server"]) == "/health"
+    assert _presets.health_path("triton", ["tritonserver", "--model-repository=/models"]) == "/v2/health/ready"
+    assert _presets.health_path("ollama", ["ollama", "serve"]) == "/"
+    # TensorRT-LLM: trtllm-serve's own /health, but Triton's readiness endpoint when tritonserver serves it.
+    assert _presets.health_path("trtllm", ["trtllm-serve", "/models/x"]) == "/health"
+    assert _presets.health_path("trtllm", ["/opt/tritonserver/bin/tritonserver", "--backend-config=tensorrtllm"]) == \
+        "/v2/health/ready"

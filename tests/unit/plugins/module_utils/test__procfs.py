@@ -152,3 +152,30 @@ def test_scan_of_a_proc_root_sees_what_it_shows_and_the_boot_time_is_sane(proc_v
 def test_unreadable_or_gone_processes():
     assert _procfs.open_files(999_999_999) == [] and _procfs.mapped_files(999_999_999) == []
     assert _procfs.wchan(999_999_999) is None and _procfs.state_of(999_999_999) is None
+
+
+# /proc/net/tcp and tcp6 as the kernel writes them (net/ipv4/tcp_ipv4.c get_tcp4_sock, net/ipv6/tcp_ipv6.c): the local
+# address in hex, one little-endian word per 32 bits, state 0A for LISTEN.
+TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:7530 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 41001 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 41002 1 0000000000000000 100 0 0 10 0
+   2: 0100007F:1F40 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 41003 1 0000000000000000 20 4 30 10 -1
+   3: 0B14000A:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 41004 1 0000000000000000 100 0 0 10 0
+"""
+TCP6 = "\n".join([
+    "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when "
+    "retrnsmt   uid  timeout inode",
+    "   0: 00000000000000000000000000000000:2CAA 00000000000000000000000000000000:0000 0A 00000000:00000000 "
+    "00:00000000 00000000     0        0 42001 1 0000000000000000 100 0 0 10 0",
+    "   1: 00000000000000000000000001000000:2CAB 00000000000000000000000000000000:0000 0A 00000000:00000000 "
+    "00:00000000 00000000     0        0 42002 1 0000000000000000 100 0 0 10 0", ""])
+
+
+def test_listeners_are_read_with_their_port_inode_and_bound_address(tmp_path):
+    (tmp_path / "tcp").write_text(TCP)
+    (tmp_path / "tcp6").write_text(TCP6)
+    assert _procfs.listeners(str(tmp_path)) == [
+        _procfs.Listener(30000, 41001, "0.0.0.0"), _procfs.Listener(8000, 41002, "127.0.0.1"),
+        _procfs.Listener(8080, 41004, "10.0.20.11"), _procfs.Listener(11434, 42001, "::"),
+        _procfs.Listener(11435, 42002, "::1")]
+    assert _procfs.listening_sockets(str(tmp_path))[8000] == [41002]  # the established connection is no listener

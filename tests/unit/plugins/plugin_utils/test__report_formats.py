@@ -154,3 +154,35 @@ def test_prometheus_metrics_parse_and_carry_every_verdict():
 def test_prometheus_metrics_of_one_outcome():
     found = samples(_report.prometheus_metrics(FLEET[0]))
     assert found[("gpuops_hygiene_host_verdict", (("host", "gpu-a"), ("verdict", "clean")))] == 1
+
+
+READY_SERVERS = [
+    {"host": "gpu-a", "verdict": "ready", "ready": True, "seconds": 41.2, "port": 30000, "pid": 4200,
+     "cmdline": "python3 -m sglang.launch_server --tp 8 " + HOSTILE, "reasons": [], "message": "gpu-a: ready in 41.2 s"},
+    {"host": "gpu-b", "verdict": "failed", "ready": False, "seconds": 3.1, "port": 30000, "pid": None, "cmdline": None,
+     "reasons": ["CUDA out of memory (another process may still hold the GPU): torch.OutOfMemoryError: CUDA out of memory."],
+     "message": "gpu-b: FAILED after 3.1 s: CUDA out of memory"},
+]
+
+
+def test_a_gate_that_launched_servers_reports_each_servers_command_line_and_seconds_to_ready():
+    fleet = [outcome("gpu-a", "clean", [gpu(0, 0, True)], seconds=2.0), outcome("gpu-b", "clean", [gpu(0, 0, True)]),
+             outcome("gpu-c", "busy", [gpu(0, 95944, False)], reasons=["GPU 0: 95944 MiB used"])]
+    report = json.loads(_report.json_report(fleet, ready=READY_SERVERS))
+    jsonschema.validate(report, REPORT_SCHEMA)
+    servers = {host["host"]: host["server"] for host in report["hosts"]}
+    assert servers["gpu-a"]["seconds_to_ready"] == 41.2 and servers["gpu-a"]["ready"] is True
+    assert servers["gpu-a"]["cmdline"].startswith("python3 -m sglang.launch_server --tp 8 vllm\\x1b[2J")
+    assert servers["gpu-b"] == {"verdict": "failed", "ready": False, "port": 30000, "pid": None, "cmdline": None,
+                                "seconds_to_ready": None, "reasons": READY_SERVERS[1]["reasons"]}
+    assert servers["gpu-c"]["verdict"] == "not-launched" and report["ready"] is False and report["clean"] is False
+    assert "ready" not in json.loads(_report.json_report(fleet)) and "server" not in json.loads(_report.json_report(fleet))["hosts"][0]
+
+
+def test_junit_fails_a_clean_host_whose_server_is_not_ready():
+    fleet = [outcome("gpu-a", "clean", [gpu(0, 0, True)]), outcome("gpu-b", "clean", [gpu(0, 0, True)])]
+    xml = _report.junit_xml(fleet, "gate", ready=READY_SERVERS)
+    JUNIT_XSD.validate(xml)
+    assert 'failures="1" errors="0"' in xml and '<failure type="busy" message="gpu-b: FAILED after 3.1 s: CUDA out of memory">' \
+        "server not ready (failed): CUDA out of memory" in xml
+    assert xml.count("<failure") == 1 and 'failures="0"' in _report.junit_xml(fleet, "gate")
