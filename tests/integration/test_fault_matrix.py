@@ -56,7 +56,7 @@ def outcome(run, host):
 
 def role_kill(run, host, mode):
     """The stop step's result: inside the role's one module run, or its own task in until mode."""
-    return role_step(run, host, mode, "kill")
+    return role_step(run, host, "kill")
 
 
 def table(run):
@@ -510,7 +510,7 @@ def test_f16_hanging_nvidia_smi_times_out_and_the_verdict_is_unknown(sim, mode):
     result = outcome(run, host)
     assert result["verdict"] == "unknown", result["message"]
     assert any("did not answer the GPU query within the timeout" in reason for reason in result["reasons"])
-    before = role_step(run, host, mode, "before")["ansible_facts"]["gpu_memory"]
+    before = role_step(run, host, "before")["ansible_facts"]["gpu_memory"]
     assert before["verdict"] == "unknown" and before["elapsed_s"] < 2.5
     kill_result = role_kill(run, host, mode)  # gpu_holders reads nvidia-smi too: bounded, and said
     assert kill_result["elapsed_s"] < 4
@@ -571,7 +571,7 @@ def test_f20_mig_idle_baseline_is_clean_at_its_threshold_and_busy_below_it(sim, 
         result = outcome(run, host)
         assert result["verdict"] == "clean", result["message"]
         assert {gpu["after_mib"] for gpu in result["gpus"]} == {baseline}
-        gpus = role_step(run, host, mode, "before")["ansible_facts"]["gpu_memory"]["gpus"]
+        gpus = role_step(run, host, "before")["ansible_facts"]["gpu_memory"]["gpus"]
         assert {(gpu["memory_reserved_mib"], gpu["mig_mode"]) for gpu in gpus} == {(reserved, "Enabled")}
     strict = reset(sim, mode, {"gpu_reset_idle_threshold_mib": 50, "gpu_status_fail": True}, playbook=STATUS)
     assert strict.rc == 2
