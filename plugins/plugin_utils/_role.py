@@ -20,8 +20,8 @@ import os
 import re
 import typing as t
 
-import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.common.yaml import yaml_load
 from ansible.module_utils.errors import ArgumentTypeError, ArgumentValueError, ElementError
 
 PREFIX = "gpu_reset_"
@@ -84,8 +84,7 @@ class Settings:
 def options() -> dict[str, dict[str, t.Any]]:
     """The main entry point's options of the role, keyed by their name without the prefix."""
     with open(SPEC_PATH, encoding="utf-8") as handle:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        table = yaml.load(handle, Loader=loader)["argument_specs"]["main"]["options"]
+        table = yaml_load(handle)["argument_specs"]["main"]["options"]
     return {name[len(PREFIX):]: spec for name, spec in table.items()}
 
 

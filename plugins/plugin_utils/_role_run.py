@@ -108,9 +108,8 @@ def _run(execute: Execute, module: str, args: dict[str, t.Any]) -> dict[str, t.A
 
 
 def _outcome_of(settings: Settings, steps: dict[str, t.Any], check_mode: bool, polls: int | None = None) -> dict[str, t.Any]:
-    # Imported here: in module mode only the endings without a module result need it, and a worker compiles every
+    # Imported here: module mode needs it only for the endings without a module result, and a worker compiles every
     # module it imports.
-    from ansible_collections.gpuops.hygiene.plugins.module_utils import _outcome
     from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _registered
 
     return _registered.reset_result(steps["before"], settings.host, kill=steps["kill"], after=steps["after"],
@@ -220,7 +219,7 @@ def until_attempt(settings: Settings, execute: Execute, check_mode: bool, previo
     state = previous.get("wait") if previous and "verdict" not in previous else None
     # Only this task's own earlier attempt goes on: same host, and its wait not long over (a record left by a run
     # that was cut off starts afresh).
-    if not isinstance(state, dict) or state.get("host") != settings.host \
+    if previous is None or not isinstance(state, dict) or state.get("host") != settings.host \
             or time.time() > float(state.get("deadline", 0)) + 2 * _read_bound(settings.module_args):
         return _first_attempt(settings, execute, check_mode, last_attempt)
     steps = dict(previous["steps"])

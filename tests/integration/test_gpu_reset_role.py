@@ -89,7 +89,7 @@ def test_a_host_that_stays_busy_fails_with_one_readable_message(sim, mode):
     job = fleet.start_holder(host, "python3 train.py --epochs 90", gpus=[2], mib=50000)
     wait_for_gpu_holders(host, 1)
     started = time.monotonic()
-    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_timeout": 1})
+    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_for": 1})
     assert run.rc == 2 and time.monotonic() - started < 60
     message = run.result("Fail when the host is not clean", host)["msg"]
     assert message == (f"{host}: NOT CLEAN: GPU 2 (00000000:3A:00.0): 50000 MiB used > idle threshold 100 MiB, held by "
@@ -124,7 +124,7 @@ def test_container_verdict_is_busy_when_another_container_holds_its_gpu(sim, mod
     fleet.start_holder(node, "python3 eval.py", gpus=[0], mib=12000, container="201")
     wait_for_gpu_holders(node, 1)
     holder = fleet.gpu_state(node)["processes"][0]["pid"]
-    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_timeout": 0.5}, limit=ct200)
+    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_for": 0.5}, limit=ct200)
     assert run.rc == 2
     result = outcome(run, ct200)
     assert result["verdict"] == "busy"
@@ -150,7 +150,7 @@ def test_check_mode_set_on_the_play_is_honoured_too(sim, mode, playbook):
     host = busy_host(sim, "a")
     before = [proc.pid for proc in processes(host)]
     started = time.monotonic()
-    run = play(mode, playbook("role_check_mode.yml"), sim.inventory(), dict(CLIENTS, gpu_reset_wait_timeout=30))
+    run = play(mode, playbook("role_check_mode.yml"), sim.inventory(), dict(CLIENTS, gpu_reset_wait_for=30))
     assert run.rc == 0, run.stdout
     result = outcome(run, host)
     assert result["check_mode"] is True and result["verdict"] == "busy" and len(result["would_stop"]) == 12
@@ -162,11 +162,11 @@ def test_check_mode_set_on_the_play_is_honoured_too(sim, mode, playbook):
 def test_leaked_memory_is_diagnosed_and_the_guarded_reset_clears_it(sim, mode):
     host = sim.host()
     fleet.leak(host, gpu=5, mib=4096)
-    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_timeout": 0.5})
+    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_for": 0.5})
     assert run.rc == 2
     assert outcome(run, host)["reasons"] == ["GPU 5 (00000000:AB:00.0): 4096 MiB used by no process; needs "
                                              "`nvidia-smi --gpu-reset -i 5` or a reboot"]
-    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_timeout": 0.5, "gpu_reset_reset_leaked_gpus": True})
+    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_for": 0.5, "gpu_reset_reset_leaked_gpus": True})
     assert run.rc == 0, run.stdout
     assert outcome(run, host)["verdict"] == "clean"
     assert role_step(run, host, "gpu_reset")["results"] == [
@@ -178,7 +178,7 @@ def test_guarded_reset_is_not_tried_while_a_process_holds_a_gpu(sim, mode):
     fleet.leak(host, gpu=5, mib=4096)
     fleet.start_holder(host, "python3 notebook_kernel.py", gpus=[1], mib=2000)
     wait_for_gpu_holders(host, 1)
-    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_timeout": 0.5, "gpu_reset_reset_leaked_gpus": True})
+    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_for": 0.5, "gpu_reset_reset_leaked_gpus": True})
     assert run.rc == 2
     assert role_step(run, host, "gpu_reset") == {"skipped": True}
     assert fleet.gpu_state(host)["used_mib"]["5"] == 4096
@@ -281,7 +281,7 @@ def test_the_wait_ends_at_its_deadline_when_the_gpus_stay_busy(sim, mode):
     fleet.start_holder(host, "python3 train.py", gpus=[0], mib=1000)
     wait_for_gpu_holders(host, 1)
     started = time.monotonic()
-    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_timeout": 2, "gpu_reset_poll_interval": 0.5})
+    run = play(mode, RESET, sim.inventory(), {"gpu_reset_wait_for": 2, "gpu_reset_poll_interval": 0.5})
     facts = role_step(run, host, "after")["ansible_facts"]["gpu_memory"]
     assert facts["verdict"] == "busy"
     assert run.rc == 2 and time.monotonic() - started < 90
@@ -303,7 +303,7 @@ def test_ecc_errors_that_grow_during_the_stop_are_never_clean(sim, mode):
     runs = []
     reset = threading.Thread(target=lambda: runs.append(play(mode, RESET, sim.inventory(), {
         "gpu_reset_servers": ["sglang"], "gpu_reset_grace_period": 4, "gpu_reset_kill_timeout": 12,
-        "gpu_reset_wait_timeout": 1})))
+        "gpu_reset_wait_for": 1})))
     reset.start()
     # The stop has begun (the first read is done) and waits out the grace period for the worker that ignores SIGTERM.
     wait_until(lambda: "sent SIGTERM" in syslog(host), timeout=90, message="the stop's first SIGTERM")

@@ -17,7 +17,7 @@ STATUS = os.path.join(REPO, "playbooks", "gpu_status.yml")
 GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
 ROLE = "gpuops.hygiene.gpu_reset : "
 FAIL_DIRTY = ROLE + "Fail the host that is not clean"
-QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_timeout": 0.5,
+QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_for": 0.5,
          "gpu_reset_poll_interval": 0.1}
 GHOST = '        ghost01:\n          ansible_connection: "gpusim"\n          gpusim_host: "ghost01-does-not-exist"\n'
 WAIT_MODES = ["module", "until"]

@@ -14,7 +14,7 @@ RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
 
 KILL = "Stop servers"
-QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_timeout": 5,
+QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_for": 5,
          "gpu_reset_poll_interval": 0.1}
 SGLANG = ["python3", "-m", "sglang.launch_server", "--tp", "2", "--port", "30000"]
 # A stand-in for the host's real sshd, run by the system manager's sshd.service.
@@ -199,7 +199,7 @@ def test_o05_a_proxmox_node_is_reset_as_a_host_only_when_asked_and_its_container
     assert run.reset_verdict(node)["verdict"] == "busy"
 
     # ... unless asked for those too.
-    run = run_playbook(RESET, inventory, dict(QUICK, gpu_reset_nodes=True, gpu_reset_node_containers=True), limit=node)
+    run = run_playbook(RESET, inventory, dict(QUICK, gpu_reset_nodes=True, gpu_reset_container_processes=True), limit=node)
     assert modules_ran(run) == {node}, run.stdout
     assert alive(node, "sglang", container="200") == []
 
@@ -220,7 +220,7 @@ def _rolling_fleet(sim):
 
 def test_o06_a_rolling_reset_stops_after_the_first_batch_that_is_not_clean(sim):
     hosts = _rolling_fleet(sim)
-    run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_serial=2, gpu_reset_wait_timeout=0.5))
+    run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_serial=2, gpu_reset_wait_for=0.5))
     assert run.rc != 0
     assert modules_ran(run) == set(hosts[:2]), run.stdout
     assert run.reset_verdict(hosts[0])["verdict"] == "busy" and run.reset_verdict(hosts[1])["verdict"] == "clean"
@@ -229,7 +229,7 @@ def test_o06_a_rolling_reset_stops_after_the_first_batch_that_is_not_clean(sim):
     assert alive(hosts[2], "sglang.launch_server"), "the batch after the dirty one must not be reset"
 
     # Allowing half of a batch to fail rolls on; the dirty host still fails the run.
-    run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_serial=2, gpu_reset_wait_timeout=0.5,
+    run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_serial=2, gpu_reset_wait_for=0.5,
                                                     gpu_reset_max_fail_percentage=50))
     assert run.rc != 0 and modules_ran(run) == set(hosts), run.stdout
     assert run.reset_verdict(hosts[2])["verdict"] == "clean"

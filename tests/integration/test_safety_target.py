@@ -14,13 +14,14 @@ import re
 import sys
 
 from gpusim import fleet, ssh
-from gpusim.testing import COLLECTIONS, REPO, alive, processes, run_playbook, syslog, wait_for_gpu_holders, wait_until
+from gpusim.testing import (COLLECTIONS, REPO, ROLE_ONE_RUN, alive, processes, run_playbook, syslog, wait_for_gpu_holders,
+                            wait_until)
 
 PLAYBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "playbooks")
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 ONE_RUN = ROLE_ONE_RUN
 KILL = "Stop servers"
-QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_timeout": 5,
+QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_for": 5,
          "gpu_reset_poll_interval": 0.1}
 SENT = re.compile(r"sent (SIG[A-Z0-9]+) to pid (\d+) \((.*)\) started at tick (\d+); rule: (.*)$")
 SLEEPER = "import signal, sys, time\nif 'ignore-term' in sys.argv: signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" \

@@ -249,7 +249,7 @@ def test_s09_every_module_task_of_the_role_has_a_finite_timeout():
     assert len(tasks) == 7
     environment = jinja2.Environment()
     for variables in (defaults, dict(defaults, gpu_reset_kill_timeout=600, gpu_reset_grace_period=500,
-                                     gpu_reset_wait_timeout=3600, gpu_reset_facts_timeout=3600)):
+                                     gpu_reset_wait_for=3600, gpu_reset_facts_timeout=3600)):
         for task in tasks:
             assert "timeout" in task, task["name"]
             limit = int(environment.from_string(str(task["timeout"])).render(**variables))

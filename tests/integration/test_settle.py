@@ -16,7 +16,7 @@ from gpusim.testing import REPO, ROLE_ONE_RUN, FrozenWorker, alive, role_step, r
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 MODES = ["module", "until"]
-SETTLED = {"gpu_reset_wait_timeout": 60, "gpu_reset_settle_window": 1}
+SETTLED = {"gpu_reset_wait_for": 60, "gpu_reset_settle_window": 1}
 
 
 def reset(sim, mode, variables=None, limit="all"):

@@ -122,11 +122,11 @@ def ansible_env(results_path: str, extra: dict | None = None) -> dict:
 
 def run_playbook(playbook: str, inventory_text: str, extra_vars: dict | None = None, check: bool = False,
                  limit: str | None = "all", timeout: float = 600, env: dict | None = None,
-                 args: list[str] | None = None) -> PlaybookRun:
+                 args: list[str] | None = None, cwd: str | None = None) -> PlaybookRun:
     """Run ansible-playbook for real; return its exit code, output and every task result.
 
     Every run names its hosts (--limit, by default `all`: every host of the test's own inventory), as the fleet
-    playbooks demand; limit=None runs without --limit."""
+    playbooks demand; limit=None runs without --limit. It runs in a directory of its own, or in `cwd`."""
     with tempfile.TemporaryDirectory(prefix="gpusim-play-") as work:
         inventory_path = os.path.join(work, "inventory.yml")
         with open(inventory_path, "w", encoding="utf-8") as handle:
@@ -142,7 +142,7 @@ def run_playbook(playbook: str, inventory_text: str, extra_vars: dict | None = N
         argv += args or []
         started = time.monotonic()
         completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                   env=ansible_env(results_path, env), cwd=work, check=False)
+                                   env=ansible_env(results_path, env), cwd=cwd or work, check=False)
         elapsed = time.monotonic() - started
         records = []
         if os.path.exists(results_path):
