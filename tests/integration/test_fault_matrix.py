@@ -31,7 +31,7 @@ FACTS = "Read GPU memory"
 # Short grace periods and timeouts: the whole file has to run in a few minutes on two cores.
 QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_for": 5,
          "gpu_reset_poll_interval": 0.1}
-INVOKED = re.compile(r"(?:inference_server_kill|gpu_host_reset): Invoked with .* servers=\['(\w+)'\]")
+INVOKED = re.compile(r"(?:inference_server_kill|gpu_host_reset): Invoked with (?:.* )?servers=\['(\w+)'\]")
 SENT = re.compile(r"sent (SIG[A-Z0-9]+) to pid (\d+) \((.*)\) started at tick (\d+); rule: (.*)$")
 
 
