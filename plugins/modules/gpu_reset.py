@@ -44,15 +44,19 @@ extends_documentation_fragment:
 attributes:
   action:
     support: full
+    description: Runs on the controller and runs the modules where the reset runs.
   async:
     support: none
+    description: Until mode already polls through C(until)/C(retries); module mode waits inside the module.
   bypass_host_loop:
     support: none
+    description: One host's reset per task run.
   check_mode:
     support: full
     description: Reads and plans the stop; stops, waits for and removes nothing (see M(gpuops.hygiene.gpu_host_reset)).
   diff_mode:
     support: full
+    description: The diffs of M(gpuops.hygiene.gpu_host_reset) (module mode).
   platform:
     platforms: posix
 notes:
@@ -102,20 +106,25 @@ steps:
   description:
     - What each step returned, shaped like that module's registered result - C(before) and C(after)
       (M(gpuops.hygiene.gpu_memory_facts)), C(kill) (M(gpuops.hygiene.inference_server_kill)), C(gpu_reset) (the
-      C(nvidia-smi --gpu-reset) runs) and C(leftovers) (M(gpuops.hygiene.server_leftovers)); V({skipped: true}) for a
-      step that did not run.
+      C(nvidia-smi --gpu-reset) runs) and C(leftovers) (M(gpuops.hygiene.server_leftovers)); C(skipped=true) for a step
+      that did not run.
   returned: when a module ran
   type: dict
 metrics_error:
   description: Why the node_exporter metrics could not be written (also in RV(message)).
   returned: when C(gpu_reset_textfile_dir) is set and the file could not be written
   type: str
-_other:
+settled_because:
+  description: Why the wait ended - as C(settled_because) of M(gpuops.hygiene.gpu_host_reset), in both wait modes.
+  returned: always, but between the attempts of until mode
+  type: str
+  sample: clean
+host:
   description:
-    - The rest of the outcome - C(host), C(check_mode), C(verify_only), C(container), C(gpus), C(gpus_clean),
+    - The host's name. The outcome also has C(check_mode), C(verify_only), C(container), C(gpus), C(gpus_clean),
       C(gpus_expected), C(mib_freed), C(processes_stopped), C(killed), C(would_stop), C(survivors), C(ports),
-      C(shm_removed), C(shm_error), C(seconds_to_clean), C(polls), C(fingerprint); see the
+      C(shm_removed), C(shm_error), C(seconds_to_clean), C(polls) and C(fingerprint), described with the
       P(gpuops.hygiene.gpu_reset_result#filter) filter.
   returned: always, but between the attempts of until mode
-  type: dict
+  type: str
 """

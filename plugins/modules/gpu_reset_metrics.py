@@ -26,6 +26,7 @@ attributes:
     description: Says whether the file would change and writes nothing.
   diff_mode:
     support: none
+    description: The metrics change with every check (their timestamp); no diff is shown.
 options:
   result:
     description: The host's outcome (C(gpu_reset_result)).

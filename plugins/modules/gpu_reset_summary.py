@@ -41,10 +41,13 @@ extends_documentation_fragment:
 attributes:
   action:
     support: full
+    description: Runs on the controller; it reads the hosts' records and writes the reports there.
   async:
     support: none
+    description: It runs at once, on the controller.
   bypass_host_loop:
     support: none
+    description: Run it once for the run with C(run_once).
   check_mode:
     support: full
     description: Writes the reports in check mode too; they describe the run, which changed nothing.

@@ -132,9 +132,9 @@ def test_metrics_on_a_file_system_of_their_own_leave_no_other_prom_file(sim):
     host = sim.host()
     fleet.run(host, ["mkdir", "-p", TEXTFILE_DIR])
     fleet.run(host, ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", TEXTFILE_DIR])
-    for _ in range(2):
+    for attempt in range(2):
         run = run_playbook(RESET, sim.inventory(), dict(CLIENTS, gpu_reset_textfile_dir=TEXTFILE_DIR))
-        assert run.rc == 0, run.stdout
+        assert run.rc == 0, (attempt, run.stdout)
     assert fleet.run(host, ["ls", "-a", TEXTFILE_DIR]).stdout.split() == [".", "..", f"gpuops_hygiene_{host}.prom"]
     assert read_metrics(host, host)[("gpuops_hygiene_host_verdict", (("host", host), ("verdict", "clean")))] == 1
 

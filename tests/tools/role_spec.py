@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write the role gpu_reset's argument spec and defaults from gpuops.hygiene.gpu_host_reset's own documentation.
 
 Every option of gpu_host_reset (but those the role sets itself) is the role variable gpu_reset_<option>, with the

@@ -21,6 +21,8 @@ TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 REPO = os.path.dirname(TESTS)
 # What the argument spec and the documentation must agree on for each option.
 KEYS = ("type", "elements", "choices", "default", "aliases", "no_log")
+
+
 @pytest.fixture(scope="module")
 def documented():
     """The options as ansible-doc shows them, doc fragments merged in."""

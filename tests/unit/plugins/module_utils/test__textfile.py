@@ -26,7 +26,7 @@ def test_the_file_is_replaced_whole_and_no_temporary_file_ends_in_prom(tmp_path,
     assert _textfile.write(str(tmp_path), "gpuops_hygiene_gpu-1.prom", "a 2\n") is True
     assert (tmp_path / "gpuops_hygiene_gpu-1.prom").read_text() == "a 2\n"
     assert stat.S_IMODE((tmp_path / "gpuops_hygiene_gpu-1.prom").stat().st_mode) == 0o644
-    assert [temporary for temporary, _ in seen if temporary.endswith(".prom")] == []
+    assert [temporary for temporary, _listed in seen if temporary.endswith(".prom")] == []
     assert seen[1][1] == ["gpuops_hygiene_gpu-1.prom"], "the old file stays whole until the new one replaces it"
     assert sorted(os.listdir(tmp_path)) == ["gpuops_hygiene_gpu-1.prom"]
     assert _textfile.write(str(tmp_path), "gpuops_hygiene_gpu-1.prom", "a 2\n") is False

@@ -62,9 +62,9 @@ def test_the_table_is_data_until_it_is_printed():
     assert [(row["host"], row["verdict"], row["stopped"]) for row in rows] == [("gpu-1", "busy", "0"), ("gpu-2", "clean", "3")]
     lines = _report.summary_text_lines(rows)
     assert lines[0].split() == " ".join(_report.SUMMARY_HEADER).split()
-    assert lines[1].split(None, 6) == [row for row in rows[0].values()] and lines[-1] == "2 hosts: 1 clean, 1 busy"
-    assert "\n".join(lines) == _report.summary_table([outcome(), outcome("gpu-2", "clean", [], gpus_clean=8,
-                                                                          processes_stopped=3)])
+    assert lines[1].split(None, 6) == list(rows[0].values()) and lines[-1] == "2 hosts: 1 clean, 1 busy"
+    fleet = [outcome(), outcome("gpu-2", "clean", [], gpus_clean=8, processes_stopped=3)]
+    assert "\n".join(lines) == _report.summary_table(fleet)
 
 
 def test_rows_spell_out_control_characters_in_every_cell():
