@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 PYTEST := $(PY) -m pytest -c tests/pytest.ini
 
-.PHONY: help demo test prereqs-demo prereqs-test venv tools build sanity lint changelog units system integration molecule ecosystem matrix benchmark clean
+.PHONY: help demo test prereqs-demo prereqs-test venv tools build sanity lint changelog units system integration molecule ecosystem matrix benchmark role-spec clean
 
 help:
 	@echo "make demo   start a simulated GPU fleet, reset it with the collection, show the result, clean up"
@@ -76,6 +76,11 @@ ecosystem: build tools
 # about 3-4 minutes a release here.
 matrix: build
 	tests/tools/matrix
+
+# The role's variables gpu_reset_<option> from gpu_host_reset's documentation (roles/gpu_reset/meta/argument_specs.yml
+# and defaults/main.yml); a unit test fails when they are not what this writes.
+role-spec: build
+	$(PY) tests/tools/role_spec.py
 
 # Every missing system program named at once, with its Debian package, before anything is built or tested.
 prereqs-demo prereqs-test: prereqs-%:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _metrics
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _ready_report, _registered, _report
 
 
@@ -25,6 +26,10 @@ def gpu_reset_outcomes(hostvars, hosts):
     return _report.outcomes(hostvars, hosts)
 
 
+def gpu_reset_not_clean(pattern, hostvars):
+    return _report.not_clean_pattern(pattern, hostvars)
+
+
 def gpu_summary_table(results):
     return _report.summary_table(results)
 
@@ -38,7 +43,7 @@ def gpu_json_report(results, ready=None):
 
 
 def gpu_prometheus_metrics(results, checked_at=None):
-    return _report.prometheus_metrics(results, checked_at)
+    return _metrics.prometheus_metrics(results, checked_at)
 
 
 def server_ready_outcomes(hostvars, hosts):
@@ -46,7 +51,7 @@ def server_ready_outcomes(hostvars, hosts):
 
 
 def server_ready_table(results):
-    return _ready_report.table(results)
+    return _ready_report.table_text(results)
 
 
 class FilterModule:
@@ -54,6 +59,7 @@ class FilterModule:
         return {
             "gpu_reset_result": gpu_reset_result,
             "gpu_reset_outcomes": gpu_reset_outcomes,
+            "gpu_reset_not_clean": gpu_reset_not_clean,
             "gpu_summary_table": gpu_summary_table,
             "gpu_junit_xml": gpu_junit_xml,
             "gpu_json_report": gpu_json_report,

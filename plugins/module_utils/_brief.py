@@ -2,11 +2,12 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Shortening a command line or a reason without cutting inside a word, saying how much was left out."""
+"""Text fit for a report: shortened without cutting inside a word, control characters spelled out."""
 
 from __future__ import annotations
 
 import re
+import typing as t
 
 _WORD = re.compile(r"\S+")
 
@@ -31,3 +32,24 @@ def brief(text: str, width: int) -> str:
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+def spelled_out(text: t.Any) -> str:
+    """Text with every control character (but tab and newline) spelled out, so no report carries one raw.
+
+    XML 1.0 cannot carry most C0 controls at all, and a terminal showing a report must not obey an escape sequence
+    that a process name brought in.
+    """
+    text = str(text)
+    if all(char in "\t\n" or (" " <= char < "\x7f") or (char > "\x9f" and not "\ud800" <= char <= "\udfff"
+                                                        and char not in "\ufffe\uffff") for char in text):
+        return text
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in "\t\n" or (0x20 <= code < 0x7F) or (code > 0x9F and not 0xD800 <= code <= 0xDFFF
+                                                       and code not in (0xFFFE, 0xFFFF)):
+            out.append(char)
+        else:
+            out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
+    return "".join(out)

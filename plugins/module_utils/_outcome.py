@@ -61,12 +61,26 @@ class Steps:
         return self.before or self.last
 
 
-def unreachable(host: str, why: str, check_mode: bool = False, verify_only: bool = False) -> dict[str, t.Any]:
-    """The outcome of a host that could not be reached at all."""
-    return {"host": host, "verdict": UNREACHABLE, "reasons": [why or "unreachable"],
-            "message": f"{host}: unreachable: {why}".rstrip(": "), "check_mode": check_mode,
-            "verify_only": verify_only, "gpus": [], "gpus_clean": 0, "gpus_expected": None, "mib_freed": 0,
-            "processes_stopped": 0, "killed": [], "seconds_to_clean": None, "fingerprint": None}
+# How a message names each verdict.
+_LABELS = {CLEAN: "clean", BUSY: "NOT CLEAN", UNKNOWN: "UNKNOWN", UNREACHABLE: "unreachable"}
+
+
+def placeholder(host: str, verdict: str, why: str, check_mode: bool = False, verify_only: bool = False) -> dict[str, t.Any]:
+    """The outcome of an ending without a module's answer: an unreachable host, refused input, a reset left out.
+
+    Every field a report reads, with nothing claimed: no GPU was read and nothing is known to have been stopped.
+    """
+    return {"host": host, "verdict": verdict, "reasons": [why] if why else [],
+            "message": f"{host}: {_LABELS.get(verdict, verdict)}: {why}".rstrip(": "), "check_mode": check_mode,
+            "verify_only": verify_only, "container": None, "gpus": [], "gpus_clean": 0, "gpus_expected": None,
+            "mib_freed": None, "processes_stopped": None, "killed": [], "would_stop": [], "survivors": [], "ports": [],
+            "shm_removed": [], "shm_error": None, "seconds_to_clean": None, "polls": 0, "fingerprint": None}
+
+
+def with_metrics_error(outcome: t.Mapping[str, t.Any], error: str) -> dict[str, t.Any]:
+    """The outcome with the reason its node_exporter metrics could not be written: said, never a verdict of its own."""
+    why = f"the node_exporter metrics were not written: {error}"
+    return {**outcome, "metrics_error": why, "message": f"{outcome['message']} ({why})"}
 
 
 def _who(entry: t.Mapping[str, t.Any]) -> str:
@@ -150,8 +164,7 @@ def _message(host: str, steps: Steps, outcome: dict[str, t.Any]) -> str:
                    f" GPUs at most {last['idle_threshold_mib']} MiB, {outcome['processes_stopped']} processes stopped, "
                    f"{outcome['mib_freed']} MiB freed" + (f" in {seconds} s" if seconds is not None else ""))
     else:
-        label = "NOT CLEAN" if outcome["verdict"] == BUSY else "UNKNOWN"
-        message = f"{host}{scope}: {label}: " + "; ".join(outcome["reasons"])
+        message = f"{host}{scope}: {_LABELS[outcome['verdict']]}: " + "; ".join(outcome["reasons"])
     # Not a verdict of its own (the GPUs and ports decide it), but a stale file left in /dev/shm must not go unsaid.
     if outcome["shm_error"]:
         message += f" ({outcome['shm_error']})"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import typing as t
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
-from ansible_collections.gpuops.hygiene.plugins.plugin_utils._report import READY_HEADER, READY_VERDICTS, _one_line
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _report
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils._report import READY_VERDICTS, _one_line
 
 READY, FAILED, TIMEOUT, NOT_LAUNCHED, UNREACHABLE = READY_VERDICTS
 
@@ -40,20 +41,20 @@ def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[di
     return found
 
 
-def table(results: t.Iterable[t.Mapping[str, t.Any]], width: int = 120) -> str:
-    """A fixed-width table of the run, one line per host, worst verdicts first, and a count per verdict."""
+def table(results: t.Iterable[t.Mapping[str, t.Any]], width: int = 120) -> dict[str, t.Any]:
+    """The run's table as data: one row per host, worst verdicts first, each cell as it is printed."""
     order = {verdict: index for index, verdict in enumerate(reversed(READY_VERDICTS))}
     rows = []
     for result in sorted(results, key=lambda item: (order.get(item.get("verdict", ""), 0), item.get("host", ""))):
         expected = result.get("expected_gpus") or 0
-        gpus = f"{result.get('gpus_ready') or 0}/{expected}" if expected else "-"
         seconds = result.get("seconds")
-        rows.append([_one_line(result.get("host", "?")), _one_line(result.get("verdict", UNREACHABLE)),
-                     "-" if seconds is None else f"{seconds:.2f}", gpus,
-                     brief(_one_line("; ".join(result.get("reasons") or [])), width)])
-    header = list(READY_HEADER)
-    widths = [max(len(row[index]) for row in rows + [header]) for index in range(len(header))]
-    lines = ["  ".join(value.ljust(size) for value, size in zip(row, widths)).rstrip() for row in [header] + rows]
-    counts = {verdict: sum(1 for row in rows if row[1] == verdict) for verdict in READY_VERDICTS}
-    lines.append(f"{len(rows)} hosts: " + ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count))
-    return "\n".join(lines)
+        rows.append({"host": _one_line(result.get("host", "?")), "verdict": _one_line(result.get("verdict", UNREACHABLE)),
+                     "seconds": "-" if seconds is None else f"{seconds:.2f}",
+                     "gpus": f"{result.get('gpus_ready') or 0}/{expected}" if expected else "-",
+                     "why": brief(_one_line("; ".join(result.get("reasons") or [])), width)})
+    return _report.table(_report.READY_COLUMNS, rows, READY_VERDICTS)
+
+
+def table_text(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
+    """The same table as fixed-width text."""
+    return "\n".join(_report.lines(table(results)))

@@ -35,11 +35,12 @@ def _gpu_resets(result: Registered) -> list[t.Mapping[str, t.Any]]:
 
 def reset_result(before: Registered, host: str, kill: Registered = None, after: Registered = None,
                  leftovers: Registered = None, gpu_reset: Registered = None, check_mode: bool = False,
-                 verify_only: bool = False) -> dict[str, t.Any]:
+                 verify_only: bool = False, polls: int | None = None) -> dict[str, t.Any]:
     """One host's outcome from registered results.
 
     `before` is either the registered result of gpu_memory_facts (with the other steps' registered results as
-    arguments) or the registered result of gpu_host_reset, which carries every step.
+    arguments) or the registered result of gpu_host_reset, which carries every step. `polls` is how many reads the
+    wait took, when `after` is not an until loop's result that says it (`attempts`).
     """
     if before is not None and "before" in before and "leftovers" in before:
         steps = before
@@ -47,8 +48,8 @@ def reset_result(before: Registered, host: str, kill: Registered = None, after: 
         leftovers, gpu_reset = leftovers or steps.get("leftovers"), gpu_reset or steps.get("gpu_reset")
         check_mode = check_mode or bool(steps.get("check_mode"))
     if before is not None and before.get("unreachable"):
-        return _outcome.unreachable(host, before.get("msg", ""), check_mode, verify_only)
+        return _outcome.placeholder(host, _outcome.UNREACHABLE, before.get("msg", ""), check_mode, verify_only)
     return _outcome.reset_outcome(host, _outcome.Steps(
         before=_gpu_memory(before), after=_gpu_memory(after), kill=_ran(kill), leftovers=_ran(leftovers),
-        gpu_resets=_gpu_resets(gpu_reset), polls=(after or {}).get("attempts") or None,
+        gpu_resets=_gpu_resets(gpu_reset), polls=polls if polls is not None else (after or {}).get("attempts") or None,
         check_mode=check_mode, verify_only=verify_only))

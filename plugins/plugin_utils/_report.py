@@ -8,38 +8,53 @@ from __future__ import annotations
 
 import datetime
 import json
-import time
+import os
+import tempfile
 import typing as t
 from xml.sax.saxutils import escape, quoteattr
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
-from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import BUSY, CLEAN, UNKNOWN, UNREACHABLE
+from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief, spelled_out
+from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import BUSY, CLEAN, UNKNOWN, UNREACHABLE, placeholder
+
+
+# The keys of a host's outcome (_outcome.reset_outcome, _outcome.placeholder); the role's record (gpu_reset_result)
+# carries the steps' results and Ansible's own fields besides, which no report shows.
+OUTCOME_KEYS = tuple(placeholder("", UNKNOWN, "")) + ("metrics_error",)
 
 
 def _completed(host: str, result: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
-    """An outcome with every field a report reads; a partial one (a verdict and its reasons) gets the rest."""
-    verdict = result.get("verdict", UNKNOWN)
+    """The outcome part of a record, every field a report reads present; a partial one gets the rest."""
     reasons = list(result.get("reasons") or [])
-    label = {CLEAN: "clean", BUSY: "NOT CLEAN", UNKNOWN: "UNKNOWN", UNREACHABLE: "unreachable"}.get(verdict, verdict)
-    empty = {"host": host, "verdict": verdict, "reasons": reasons, "message": f"{host}: {label}: " + "; ".join(reasons),
-             "gpus": [], "gpus_clean": 0, "gpus_expected": None, "processes_stopped": None, "mib_freed": None,
-             "seconds_to_clean": None}
-    return {**empty, **result}
+    empty = placeholder(host, result.get("verdict", UNKNOWN), "; ".join(reasons))
+    return {key: value for key, value in {**empty, **result}.items() if key in OUTCOME_KEYS}
 
 
 def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[dict[str, t.Any]]:
-    """Every host's public gpu_reset_result, in the order given; a host without one gets an unknown verdict saying so.
+    """Every host's outcome from its gpu_reset_result, in the order given; a host without one is unknown, saying so.
 
     The role records gpu_reset_result for every host it ran on (unreachable and failed runs included), so a host
-    without one is a host the play failed on, or never reached (a rolling reset that stopped), before the role.
+    without one is a host the play failed on, or never reached (a rolling reset that stopped), before the role; one
+    whose record has no verdict was cut off between the attempts of until mode.
     """
     found = []
     for host in hosts:
         result = hostvars[host].get("gpu_reset_result") if host in hostvars else None
-        if not result:
-            result = {"verdict": UNKNOWN, "reasons": ["no result: the play failed or ended on this host before its verdict"]}
+        if not result or "verdict" not in result:
+            why = "no result: the play failed or ended on this host before its verdict" if not result \
+                else "no verdict: the run ended while the reset was still waiting"
+            result = placeholder(host, UNKNOWN, why)
         found.append(_completed(host, result))
     return found
+
+
+def not_clean_pattern(pattern: str | t.Sequence[str], hostvars: t.Mapping[str, t.Any]) -> str:
+    """A host pattern of the hosts of `pattern` that are not clean: those without a clean gpu_reset_result.
+
+    For a play after the summary that fails them: a clean host is left out of the play, so it costs nothing.
+    """
+    clean = [host for host in hostvars if (hostvars[host].get("gpu_reset_result") or {}).get("verdict") == CLEAN]
+    base = pattern if isinstance(pattern, str) else ",".join(pattern)
+    return ",".join([base] + [f"!{host}" for host in clean])
 
 
 def _why(reasons: list[str], width: int = 120) -> str:
@@ -62,7 +77,7 @@ def _why(reasons: list[str], width: int = 120) -> str:
 
 def _one_line(text: t.Any) -> str:
     """A table cell: control characters spelled out, newlines and tabs too, so a row stays one line."""
-    return _printable(text).replace("\n", "\\n").replace("\t", " ")
+    return spelled_out(text).replace("\n", "\\n").replace("\t", " ")
 
 
 def _cell(value: t.Any) -> str:
@@ -74,75 +89,59 @@ def _read_only(result: t.Mapping[str, t.Any]) -> bool:
     return bool(result.get("verify_only") or result.get("check_mode") or result.get("verdict") == UNREACHABLE)
 
 
-SUMMARY_HEADER = ("HOST", "VERDICT", "GPUS CLEAN", "MIB FREED", "STOPPED", "SECONDS", "WHY NOT CLEAN")
-# The table of servers relaunched and waited for (_ready_report.table), printed the same way.
-READY_HEADER = ("HOST", "SERVER", "SECONDS", "GPUS", "WHY NOT READY")
+# A table is data until it is printed: columns (the row keys, in order), their header, rows of printed cells (each
+# with its `verdict`, which the callback colors the row by), and the count under them.
+SUMMARY_COLUMNS = (("host", "HOST"), ("verdict", "VERDICT"), ("gpus_clean", "GPUS CLEAN"), ("mib_freed", "MIB FREED"),
+                   ("stopped", "STOPPED"), ("seconds", "SECONDS"), ("why", "WHY NOT CLEAN"))
+SUMMARY_HEADER = tuple(header for _key, header in SUMMARY_COLUMNS)
+# The table of servers relaunched and waited for (_ready_report.table).
+READY_COLUMNS = (("host", "HOST"), ("verdict", "SERVER"), ("seconds", "SECONDS"), ("gpus", "GPUS"),
+                 ("why", "WHY NOT READY"))
 READY_VERDICTS = ("ready", "failed", "timeout", "not-launched", UNREACHABLE)
+# Worst first.
+_ORDER = {UNREACHABLE: 0, UNKNOWN: 1, BUSY: 2, CLEAN: 3}
+
+
+def table(columns: t.Sequence[tuple[str, str]], rows: list[dict[str, str]], verdicts: t.Sequence[str]) -> dict[str, t.Any]:
+    """A table as data; the count says how many rows have each verdict, in the order of `verdicts`."""
+    counts = {verdict: sum(1 for row in rows if row["verdict"] == verdict) for verdict in verdicts}
+    return {"columns": [key for key, _header in columns], "header": [header for _key, header in columns],
+            "rows": rows, "count": f"{len(rows)} hosts: " + ", ".join(f"{count} {verdict}" for verdict, count in
+                                                                       counts.items() if count)}
+
+
+def lines(data: t.Mapping[str, t.Any]) -> list[str]:
+    """A table's fixed-width lines: the header, one line per row, the count."""
+    cells = [list(data["header"])] + [[str(row[key]) for key in data["columns"]] for row in data["rows"]]
+    widths = [max(len(row[index]) for row in cells) for index in range(len(data["header"]))]
+    printed = ["  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip() for row in cells]
+    return printed + [data["count"]]
+
+
+def summary_data(results: t.Iterable[t.Mapping[str, t.Any]]) -> dict[str, t.Any]:
+    """The run's table: one row per host, worst verdicts first, each cell as it is printed."""
+    rows = []
+    for result in sorted(results, key=lambda item: (_ORDER.get(item.get("verdict", ""), 0), item.get("host", ""))):
+        expected = result.get("gpus_expected") or len(result.get("gpus") or [])
+        rows.append({
+            "host": _one_line(result.get("host", "?")),
+            "verdict": _one_line(result.get("verdict", UNREACHABLE)),
+            "gpus_clean": f"{result.get('gpus_clean', 0)}/{expected}" if result.get("verdict") != UNREACHABLE else "-",
+            "mib_freed": _cell(None if _read_only(result) else result.get("mib_freed")),
+            "stopped": _cell(None if _read_only(result) else result.get("processes_stopped")),
+            "seconds": _cell(result.get("seconds_to_clean")),
+            "why": _why(result.get("reasons") or []),
+        })
+    return table(SUMMARY_COLUMNS, rows, (CLEAN, BUSY, UNKNOWN, UNREACHABLE))
 
 
 def summary_table(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
     """A fixed-width table of the run, one line per host, worst verdicts first."""
-    order = {UNREACHABLE: 0, UNKNOWN: 1, BUSY: 2, CLEAN: 3}
-    rows = []
-    for result in sorted(results, key=lambda item: (order.get(item.get("verdict", ""), 0), item.get("host", ""))):
-        expected = result.get("gpus_expected") or len(result.get("gpus") or [])
-        rows.append([
-            _one_line(result.get("host", "?")),
-            _one_line(result.get("verdict", UNREACHABLE)),
-            f"{result.get('gpus_clean', 0)}/{expected}" if result.get("verdict") != UNREACHABLE else "-",
-            _cell(None if _read_only(result) else result.get("mib_freed")),
-            _cell(None if _read_only(result) else result.get("processes_stopped")),
-            _cell(result.get("seconds_to_clean")),
-            _why(result.get("reasons") or []),
-        ])
-    header = list(SUMMARY_HEADER)
-    widths = [max(len(str(row[index])) for row in rows + [header]) for index in range(len(header))]
-    lines = ["  ".join(str(value).ljust(width) for value, width in zip(row, widths)).rstrip() for row in [header] + rows]
-    counts = {verdict: sum(1 for row in rows if row[1] == verdict) for verdict in (CLEAN, BUSY, UNKNOWN, UNREACHABLE)}
-    lines.append(f"{len(rows)} hosts: " + ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count))
-    return "\n".join(lines)
-
-
-def summary_lines(value: t.Any) -> list[str] | None:
-    """The lines of a summary_table() given as text or as a list of lines, each one safe to print; None otherwise."""
-    if isinstance(value, str):
-        value = value.split("\n")
-    if not isinstance(value, list) or not value or not all(isinstance(line, str) for line in value):
-        return None
-    if value[0].split() not in (" ".join(SUMMARY_HEADER).split(), " ".join(READY_HEADER).split()):
-        return None
-    return [_one_line(line) for line in value]
-
-
-def verdict_of_row(line: str) -> str | None:
-    """The verdict of a host's row of summary_table() or of the ready table; None for the header and the count."""
-    fields = line.split()
-    return fields[1] if len(fields) > 1 and fields[1] in (CLEAN, BUSY, UNKNOWN, *READY_VERDICTS) else None
-
-
-def _printable(text: t.Any) -> str:
-    """Text with every control character (but tab and newline) spelled out, so no report carries one raw.
-
-    XML 1.0 cannot carry most C0 controls at all, and a terminal showing a report must not obey an escape sequence
-    that a process name brought in.
-    """
-    text = str(text)
-    if all(char in "\t\n" or (" " <= char < "\x7f") or (char > "\x9f" and not "\ud800" <= char <= "\udfff"
-                                                        and char not in "\ufffe\uffff") for char in text):
-        return text
-    out = []
-    for char in text:
-        code = ord(char)
-        if char in "\t\n" or (0x20 <= code < 0x7F) or (code > 0x9F and not 0xD800 <= code <= 0xDFFF
-                                                       and code not in (0xFFFE, 0xFFFF)):
-            out.append(char)
-        else:
-            out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
-    return "".join(out)
+    return "\n".join(lines(summary_data(results)))
 
 
 def _attr(value: t.Any) -> str:
-    return quoteattr(_printable(value))
+    return quoteattr(spelled_out(value))
 
 
 def _seconds(value: t.Any) -> str:
@@ -186,11 +185,11 @@ def junit_xml(results: t.Iterable[t.Mapping[str, t.Any]], suite: str = "gpu-hygi
                      f"time=\"{_seconds(result.get('seconds_to_clean'))}\">")
         if verdict != CLEAN:
             element = "failure" if verdict == BUSY else "error"
-            reasons = escape(_printable("\n".join(result.get("reasons") or [])))
+            reasons = escape(spelled_out("\n".join(result.get("reasons") or [])))
             lines.append(f"      <{element} type={_attr(verdict)} message={_attr(result.get('message', verdict))}>"
                          f"{reasons}</{element}>")
         lines.append("    </testcase>")
-    messages = escape(_printable("\n".join(str(result.get("message", "")) for result in results)))
+    messages = escape(spelled_out("\n".join(str(result.get("message", "")) for result in results)))
     lines += [f"    <system-out>{messages}</system-out>", "    <system-err></system-err>", "  </testsuite>",
               "</testsuites>"]
     return "\n".join(lines) + "\n"
@@ -202,11 +201,11 @@ REPORT_SCHEMA_VERSION = 1
 def _plain(value: t.Any) -> t.Any:
     """A JSON-ready copy with every string's control characters spelled out."""
     if isinstance(value, t.Mapping):
-        return {_printable(key): _plain(item) for key, item in value.items()}
+        return {spelled_out(key): _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     if isinstance(value, str):
-        return _printable(value)
+        return spelled_out(value)
     return value
 
 
@@ -240,67 +239,31 @@ def json_report(results: t.Iterable[t.Mapping[str, t.Any]], generated_at: dateti
     return json.dumps(report, indent=2, ensure_ascii=True, default=str) + "\n"
 
 
-def _label(value: t.Any) -> str:
-    """A Prometheus label value: backslash, double quote and newline escaped, other controls spelled out."""
-    text = _printable(value)
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class ReportError(Exception):
+    """A report file that could not be written."""
 
 
-def _labels(**labels: t.Any) -> str:
-    return "{" + ",".join(f'{name}="{_label(value)}"' for name, value in labels.items()) + "}"
+def _write(path: str, text: str) -> str:
+    """Write `text` to `path` (its directories created, relative to the run's working directory) through a rename."""
+    path = os.path.abspath(path)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(partial, 0o644)
+        os.replace(partial, path)
+    except OSError as error:
+        raise ReportError(f"cannot write the report {path}: {error.strerror}") from None
+    return path
 
 
-_METRICS = {
-    "gpuops_hygiene_host_verdict": "Verdict of the host at its last check: 1 for the verdict it got, 0 for the others.",
-    "gpuops_hygiene_gpu_state": "State of each GPU at the host's last check: 1 for its state, 0 for the others.",
-    "gpuops_hygiene_gpu_memory_used_mib": "GPU memory in use at the last check, in MiB.",
-    "gpuops_hygiene_gpu_holders": "Processes holding memory on the GPU at the last check.",
-    "gpuops_hygiene_seconds_to_clean": "Seconds from the first read to the clean verdict (absent when not clean).",
-    "gpuops_hygiene_last_check_timestamp_seconds": "Unix time of the host's last check.",
-}
-
-
-def _gpu_state(result: t.Mapping[str, t.Any], gpu: t.Mapping[str, t.Any]) -> str:
-    if gpu.get("clean"):
-        return CLEAN
-    return UNKNOWN if gpu.get("after_mib") is None or result.get("verdict") == UNREACHABLE else BUSY
-
-
-def _host_samples(result: t.Mapping[str, t.Any], checked_at: float) -> dict[str, list[str]]:
-    host = result.get("host", "?")
-    samples: dict[str, list[str]] = {name: [] for name in _METRICS}
-    for verdict in (CLEAN, BUSY, UNKNOWN, UNREACHABLE):
-        samples["gpuops_hygiene_host_verdict"].append(
-            f"{_labels(host=host, verdict=verdict)} {int(result.get('verdict') == verdict)}")
-    holders = (result.get("fingerprint") or {}).get("other_gpu_processes") or []
-    for gpu in result.get("gpus") or []:
-        ids = {"host": host, "gpu": gpu.get("index"), "uuid": gpu.get("uuid") or ""}
-        state = _gpu_state(result, gpu)
-        for name in (CLEAN, BUSY, UNKNOWN):
-            samples["gpuops_hygiene_gpu_state"].append(f"{_labels(**ids, state=name)} {int(state == name)}")
-        if gpu.get("after_mib") is not None:
-            samples["gpuops_hygiene_gpu_memory_used_mib"].append(f"{_labels(**ids)} {gpu['after_mib']}")
-        if state != UNKNOWN:
-            count = sum(1 for holder in holders
-                        if any(held.get("index") == gpu.get("index") for held in holder.get("gpus") or []))
-            samples["gpuops_hygiene_gpu_holders"].append(f"{_labels(**ids)} {count}")
-    if result.get("seconds_to_clean") is not None:
-        samples["gpuops_hygiene_seconds_to_clean"].append(f"{_labels(host=host)} {result['seconds_to_clean']}")
-    samples["gpuops_hygiene_last_check_timestamp_seconds"].append(f"{_labels(host=host)} {checked_at:.3f}")
-    return samples
-
-
-def prometheus_metrics(results: t.Any, checked_at: float | None = None) -> str:
-    """Outcomes as node_exporter textfile-collector metrics (Prometheus text format 0.0.4)."""
-    if isinstance(results, t.Mapping):
-        results = [results]
-    when = time.time() if checked_at is None else float(checked_at)
-    merged: dict[str, list[str]] = {name: [] for name in _METRICS}
-    for result in results:
-        for name, lines in _host_samples(result, when).items():
-            merged[name] += lines
-    text = []
-    for name, help_text in _METRICS.items():
-        if merged[name]:
-            text += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"] + [name + line for line in merged[name]]
-    return "\n".join(text) + "\n"
+def write_reports(results: t.Sequence[t.Mapping[str, t.Any]], junit_path: str | None, report_path: str | None,
+                  suite: str, ready: t.Sequence[t.Mapping[str, t.Any]] | None = None) -> list[str]:
+    """The JUnit XML and JSON reports the paths ask for (with the relaunched servers, given `ready`); the paths written."""
+    written = []
+    if junit_path:
+        written.append(_write(junit_path, junit_xml(results, suite, ready=ready)))
+    if report_path:
+        written.append(_write(report_path, json_report(results, ready=ready)))
+    return written

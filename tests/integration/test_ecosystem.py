@@ -35,7 +35,7 @@ def verdicts(run):
 
 
 def stats(run):
-    return run.results("Give the fleet verdict to the next job of a workflow (AWX and AAP artifacts)")[0]["result"]
+    return run.results("Show the summary table")[0]["result"]
 
 
 def test_reset_status_and_gate_without_fact_injection(sim, tmp_path):
@@ -77,7 +77,7 @@ def test_the_role_writes_node_exporter_metrics_on_each_host(sim):
     for host in (busy, stuck):
         fleet.run(host, ["mkdir", "-p", TEXTFILE_DIR])
     run = run_playbook(RESET, sim.inventory(), dict(CLIENTS, gpu_reset_textfile_dir=TEXTFILE_DIR,
-                                                    gpu_reset_wait_timeout=3), env=NO_INJECTION)
+                                                    gpu_reset_wait_for=3), env=NO_INJECTION)
     assert run.rc == 2
     clean = read_metrics(busy, busy)
     assert clean[("gpuops_hygiene_host_verdict", (("host", busy), ("verdict", "clean")))] == 1
@@ -95,6 +95,61 @@ def test_the_role_writes_node_exporter_metrics_on_each_host(sim):
     assert ("gpuops_hygiene_last_check_timestamp_seconds", (("host", stuck),)) in dirty
     leftovers = fleet.run(stuck, ["ls", "-a", TEXTFILE_DIR]).stdout.split()
     assert sorted(leftovers) == [".", "..", f"gpuops_hygiene_{stuck}.prom"], "a temporary file was left behind"
+
+
+def test_the_gate_writes_its_reports_into_directories_it_creates_relative_to_the_run(sim, tmp_path):
+    """The README's gate command, verbatim, in a fresh directory: reports/ does not exist yet."""
+    busy = busy_host(sim, "b")
+    run = run_playbook(GATE, sim.inventory(), {"gpu_gate_junit_path": "reports/gpu-gate.xml",
+                                               "gpu_gate_report_path": "reports/gpu-gate.json"}, cwd=str(tmp_path))
+    assert run.rc == 2, run.stdout
+    report = json.loads((tmp_path / "reports" / "gpu-gate.json").read_text())
+    assert [host["verdict"] for host in report["hosts"]] == ["busy"] and report["hosts"][0]["host"] == busy
+    assert (tmp_path / "reports" / "gpu-gate.xml").read_text().startswith('<?xml version="1.0"')
+    # Without the variables: gpu-gate.xml and gpu-gate.json in the directory the run was started in.
+    run = run_playbook(GATE, sim.inventory(), {}, cwd=str(tmp_path))
+    assert run.rc == 2 and sorted(os.listdir(tmp_path)) == ["gpu-gate.json", "gpu-gate.xml", "reports"]
+
+
+def test_a_missing_textfile_directory_is_a_warning_and_the_gate_keeps_its_verdicts_and_reports(sim, tmp_path):
+    busy, idle = busy_host(sim, "b"), sim.host("c")
+    run = run_playbook(GATE, sim.inventory(), {"gpu_reset_textfile_dir": "/nonexistent/textfile",
+                                               "gpu_gate_report_path": str(tmp_path / "g.json"),
+                                               "gpu_gate_junit_path": str(tmp_path / "g.xml")})
+    assert run.rc == 2, run.stdout
+    assert verdicts(run) == {busy: "busy", idle: "clean"}
+    hosts = {host["host"]: host for host in json.loads((tmp_path / "g.json").read_text())["hosts"]}
+    for host in (busy, idle):
+        assert hosts[host]["metrics_error"] == ("the node_exporter metrics were not written: textfile directory "
+                                                "/nonexistent/textfile cannot be used: No such file or directory")
+        assert hosts[host]["message"].endswith(f"({hosts[host]['metrics_error']})")
+    assert hosts[idle]["verdict"] == "clean" and (tmp_path / "g.xml").exists()
+    assert "[WARNING]: the node_exporter metrics were not written" in run.stdout + run.stderr
+
+
+def test_metrics_on_a_file_system_of_their_own_leave_no_other_prom_file(sim):
+    """node_exporter reads every *.prom of the directory: only the final file may ever be one."""
+    host = sim.host()
+    fleet.run(host, ["mkdir", "-p", TEXTFILE_DIR])
+    fleet.run(host, ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", TEXTFILE_DIR])
+    for attempt in range(2):
+        run = run_playbook(RESET, sim.inventory(), dict(CLIENTS, gpu_reset_textfile_dir=TEXTFILE_DIR))
+        assert run.rc == 0, (attempt, run.stdout)
+    assert fleet.run(host, ["ls", "-a", TEXTFILE_DIR]).stdout.split() == [".", "..", f"gpuops_hygiene_{host}.prom"]
+    assert read_metrics(host, host)[("gpuops_hygiene_host_verdict", (("host", host), ("verdict", "clean")))] == 1
+
+
+@pytest.mark.parametrize("playbook", [RESET, STATUS, GATE])
+def test_the_configured_strategy_applies_unless_the_run_names_one(sim, playbook, tmp_path):
+    """A strategy no ansible-core has: the one the run is configured with, or the one gpu_reset_strategy names."""
+    host = sim.host()
+    run = run_playbook(playbook, sim.inventory(), {}, env={"ANSIBLE_STRATEGY": "no_such_strategy"}, cwd=str(tmp_path))
+    assert run.rc != 0 and "Invalid play strategy specified: no_such_strategy" in run.stdout + run.stderr, \
+        "the playbook overrode ANSIBLE_STRATEGY"
+    run = run_playbook(playbook, sim.inventory(), {"gpu_reset_strategy": "named_by_the_run"}, cwd=str(tmp_path))
+    assert run.rc != 0 and "Invalid play strategy specified: named_by_the_run" in run.stdout + run.stderr
+    run = run_playbook(playbook, sim.inventory(), {}, env={"ANSIBLE_STRATEGY": "free"}, cwd=str(tmp_path))
+    assert run.rc == 0 and verdicts(run) == {host: "clean"}, run.stdout
 
 
 def runner(private, playbook, extra_vars):

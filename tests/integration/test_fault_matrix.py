@@ -29,9 +29,9 @@ TABLE = "Show the summary table"
 KILL = "Stop servers"
 FACTS = "Read GPU memory"
 # Short grace periods and timeouts: the whole file has to run in a few minutes on two cores.
-QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_timeout": 5,
+QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_for": 5,
          "gpu_reset_poll_interval": 0.1}
-INVOKED = re.compile(r"(?:inference_server_kill|gpu_host_reset): Invoked with .* servers=\['(\w+)'\]")
+INVOKED = re.compile(r"(?:inference_server_kill|gpu_host_reset): Invoked with (?:.* )?servers=\['(\w+)'\]")
 SENT = re.compile(r"sent (SIG[A-Z0-9]+) to pid (\d+) \((.*)\) started at tick (\d+); rule: (.*)$")
 
 
@@ -56,7 +56,7 @@ def outcome(run, host):
 
 def role_kill(run, host, mode):
     """The stop step's result: inside the role's one module run, or its own task in until mode."""
-    return role_step(run, host, mode, "kill")
+    return role_step(run, host, "kill")
 
 
 def table(run):
@@ -207,7 +207,7 @@ def test_f07_respawn_loop_is_not_clean_and_stop_units_ends_it(sim, mode):
     fleet.start_unit(host, "sglang.service", argv, restart_s=0.2, knobs={"mib": 4096})
     wait_for_gpu_holders(host, 2)
     first = alive(host, "sglang.launch_server")[0].pid
-    run = reset(sim, mode, {"gpu_reset_servers": ["sglang"], "gpu_reset_wait_timeout": 1})
+    run = reset(sim, mode, {"gpu_reset_servers": ["sglang"], "gpu_reset_wait_for": 1})
     assert run.rc == 2
     result = outcome(run, host)
     assert result["verdict"] == "busy", result["message"]
@@ -406,7 +406,7 @@ def test_f12_d_state_holder_is_unkillable_in_bounded_time_and_not_clean(sim, mod
     host = sim.host()
     with FrozenWorker(host) as worker:
         started = time.monotonic()
-        run = reset(sim, mode, {"gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 3, "gpu_reset_wait_timeout": 1})
+        run = reset(sim, mode, {"gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 3, "gpu_reset_wait_for": 1})
         elapsed = time.monotonic() - started
         assert run.rc == 2 and elapsed < 60
         result = outcome(run, host)
@@ -504,13 +504,13 @@ def test_f16_hanging_nvidia_smi_times_out_and_the_verdict_is_unknown(sim, mode):
     host = sim.host()
     fleet.set_faults(host, hang_s=3600)
     started = time.monotonic()
-    run = reset(sim, mode, {"gpu_reset_facts_timeout": 1, "gpu_reset_wait_timeout": 1, "gpu_reset_gpu_holders": True,
+    run = reset(sim, mode, {"gpu_reset_facts_timeout": 1, "gpu_reset_wait_for": 1, "gpu_reset_gpu_holders": True,
                             "gpu_reset_grace_period": 1, "gpu_reset_kill_timeout": 4})
     assert run.rc == 2 and time.monotonic() - started < 60
     result = outcome(run, host)
     assert result["verdict"] == "unknown", result["message"]
     assert any("did not answer the GPU query within the timeout" in reason for reason in result["reasons"])
-    before = role_step(run, host, mode, "before")["ansible_facts"]["gpu_memory"]
+    before = role_step(run, host, "before")["ansible_facts"]["gpu_memory"]
     assert before["verdict"] == "unknown" and before["elapsed_s"] < 2.5
     kill_result = role_kill(run, host, mode)  # gpu_holders reads nvidia-smi too: bounded, and said
     assert kill_result["elapsed_s"] < 4
@@ -526,7 +526,7 @@ def test_f16_hanging_nvidia_smi_times_out_and_the_verdict_is_unknown(sim, mode):
 def test_f17_driver_or_gpu_trouble_is_unknown_never_clean(sim, mode, fault, reason):
     host = sim.host()
     fleet.set_faults(host, **fault)
-    run = reset(sim, mode, {"gpu_reset_wait_timeout": 0.5})
+    run = reset(sim, mode, {"gpu_reset_wait_for": 0.5})
     assert run.rc == 2
     result = outcome(run, host)
     assert result["verdict"] == "unknown", result["message"]
@@ -538,7 +538,7 @@ def test_f17_driver_or_gpu_trouble_is_unknown_never_clean(sim, mode, fault, reas
 def test_f18_leaked_memory_without_a_holder_is_busy_and_a_reset_is_suggested(sim, mode):
     host = sim.host()
     fleet.leak(host, gpu=4, mib=2048)
-    run = reset(sim, mode, {"gpu_reset_wait_timeout": 0.5})
+    run = reset(sim, mode, {"gpu_reset_wait_for": 0.5})
     assert run.rc == 2
     result = outcome(run, host)
     assert result["verdict"] == "busy"
@@ -571,7 +571,7 @@ def test_f20_mig_idle_baseline_is_clean_at_its_threshold_and_busy_below_it(sim, 
         result = outcome(run, host)
         assert result["verdict"] == "clean", result["message"]
         assert {gpu["after_mib"] for gpu in result["gpus"]} == {baseline}
-        gpus = role_step(run, host, mode, "before")["ansible_facts"]["gpu_memory"]["gpus"]
+        gpus = role_step(run, host, "before")["ansible_facts"]["gpu_memory"]["gpus"]
         assert {(gpu["memory_reserved_mib"], gpu["mig_mode"]) for gpu in gpus} == {(reserved, "Enabled")}
     strict = reset(sim, mode, {"gpu_reset_idle_threshold_mib": 50, "gpu_status_fail": True}, playbook=STATUS)
     assert strict.rc == 2
@@ -617,7 +617,7 @@ def test_f22_two_resets_of_one_host_at_once_never_interleave_their_kills(sim, mo
     def reset_only(servers):
         barrier.wait()
         runs[servers] = reset(sim, mode, {"gpu_reset_servers": [servers], "gpu_reset_grace_period": 3,
-                                          "gpu_reset_kill_timeout": 15, "gpu_reset_wait_timeout": 0.5})
+                                          "gpu_reset_kill_timeout": 15, "gpu_reset_wait_for": 0.5})
     threads = [threading.Thread(target=reset_only, args=(servers,)) for servers in ("sglang", "vllm")]
     for thread in threads:
         thread.start()

@@ -19,7 +19,7 @@ SAMPLES = {
     "<!-- readme-sample: gpu_status before the reset -->": "== ansible-playbook gpuops.hygiene.gpu_status -i inventory.yml -l blackwell   (read-only)",
     "<!-- readme-sample: reset_gpus -->": "== ansible-playbook gpuops.hygiene.reset_gpus -i inventory.yml -l blackwell",
 }
-TABLE_TASK = "TASK [gpuops.hygiene.gpu_reset : Show the summary table]"
+TABLE_TASK = "TASK [Show the summary table]"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

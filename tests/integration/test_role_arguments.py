@@ -1,4 +1,6 @@
-"""The role's argument specs through ansible-playbook: wrongly typed variables are refused with readable messages."""
+"""The role's variables through ansible-playbook: a wrongly typed variable is refused on the controller, in one line
+naming it and the type it must have, before anything runs on the host; ansible-core's own argument spec check says
+the same, where a play keeps it (roles:)."""
 
 from __future__ import annotations
 
@@ -9,35 +11,42 @@ import uuid
 from gpusim.testing import REPO, run_playbook
 
 ROLE_CASES = {
-    "gpu_reset_grace_period": ("soon", "unable to convert to float"),
-    "gpu_reset_gpu_holders": ("maybe", "is not a valid boolean"),
-    "gpu_reset_wait_mode": ("forever", "value of gpu_reset_wait_mode must be one of: module, until"),
-    "gpu_reset_servers": ({"sglang": True}, "cannot be converted to a list"),
-    "gpu_reset_ports": (["http"], "unable to convert to int"),
-    "gpu_reset_idle_threshold_mib": (12.5, "unable to convert to int"),
+    "gpu_reset_grace_period": ("soon", "gpu_reset_grace_period must be a number, not 'soon'"),
+    "gpu_reset_gpu_holders": ("maybe", "gpu_reset_gpu_holders must be true or false, not 'maybe'"),
+    "gpu_reset_wait_mode": ("forever", "gpu_reset_wait_mode must be one of module, until, not 'forever'"),
+    "gpu_reset_servers": ({"sglang": True}, "gpu_reset_servers must be a list of strs, not {'sglang': True}"),
+    "gpu_reset_ports": (["http"], "gpu_reset_ports must be a list of ints, not ['http']"),
+    "gpu_reset_idle_threshold_mib": (12.5, "gpu_reset_idle_threshold_mib must be an integer, not 12.5"),
 }
 
 
-def test_role_variables_of_the_wrong_type_are_refused_with_readable_messages():
-    """One ansible-playbook run, one host per wrongly typed variable; the hosts do not exist, so nothing runs anyway."""
-    hosts = {}
-    for number, (variable, (value, _message)) in enumerate(ROLE_CASES.items()):
-        hosts[f"fuzz{number}"] = {"ansible_connection": "gpusim", "gpusim_host": f"fuzz-nowhere-{uuid.uuid4().hex[:8]}",
-                                  "ansible_python_interpreter": "/usr/bin/python3", variable: value}
+def _inventory() -> str:
+    """One host per wrongly typed variable; the hosts do not exist, so nothing could run on them anyway."""
     lines = ["all:", "  hosts:"]
-    for name, variables in hosts.items():
-        lines.append(f"    {name}:")
+    for number, (variable, (value, _message)) in enumerate(ROLE_CASES.items()):
+        lines.append(f"    fuzz{number}:")
+        variables = {"ansible_connection": "gpusim", "gpusim_host": f"fuzz-nowhere-{uuid.uuid4().hex[:8]}",
+                     "ansible_python_interpreter": "/usr/bin/python3", variable: value}
         lines += [f"      {key}: {json.dumps(value)}" for key, value in variables.items()]
-    run = run_playbook(os.path.join(REPO, "playbooks", "reset_gpus.yml"), "\n".join(lines) + "\n", timeout=120)
-    assert run.rc != 0
-    for number, (variable, (_value, message)) in enumerate(ROLE_CASES.items()):
+    return "\n".join(lines) + "\n"
+
+
+def test_role_variables_of_the_wrong_type_are_refused_in_one_line_before_anything_runs():
+    run = run_playbook(os.path.join(REPO, "playbooks", "reset_gpus.yml"), _inventory(), timeout=120)
+    assert run.rc == 2
+    for number, (_variable, (_value, message)) in enumerate(ROLE_CASES.items()):
         host = f"fuzz{number}"
-        validation = [record for record in run.records if record["host"] == host
+        verdict = run.reset_verdict(host)
+        # Refused, not unreachable: the host was never contacted.
+        assert verdict["verdict"] == "unknown" and verdict["message"] == f"{host}: UNKNOWN: {message}", verdict
+        assert run.result("Fail when the host is not clean", host)["msg"] == verdict["message"]
+    assert "argument_spec_data" not in run.stdout and "Traceback" not in run.stdout
+
+
+def test_a_play_that_keeps_ansible_cores_own_check_refuses_the_same_variables(playbook):
+    run = run_playbook(playbook("role_plain.yml"), _inventory(), timeout=120)
+    assert run.rc != 0
+    for number, (variable, _case) in enumerate(ROLE_CASES.items()):
+        validation = [record for record in run.records if record["host"] == f"fuzz{number}"
                       and record["task"].startswith("gpuops.hygiene.gpu_reset : Validating")]
-        assert validation and validation[0]["status"] == "failed", (host, run.stdout)
-        text = validation[0]["result"]["msg"]
-        assert variable in text and message in text, text
-        assert "Traceback" not in text
-        tasks = [record["task"] for record in run.records if record["host"] == host]
-        # The playbook's own guards (which hosts) come before the role; nothing may come after its validation.
-        assert tasks[tasks.index(validation[0]["task"]):] == [validation[0]["task"]], "a task ran after the validation failed"
+        assert validation and validation[0]["status"] == "failed" and variable in validation[0]["result"]["msg"]

@@ -1,6 +1,6 @@
-"""The gpu_reset role's structure (issue 13 parts 1 and 4): one finish for both reset paths that always records the
-public gpu_reset_result, the summary entry point, tags, read-only task names, and nothing outside the role reading
-its private variables. Real ansible-playbook runs against simulated hosts."""
+"""The gpu_reset role's structure: one task per host that records the public gpu_reset_result for every ending, in
+both wait modes, the summary entry point, tags, read-only task names, and nothing outside the role reading its
+private variables. Real ansible-playbook runs against simulated hosts."""
 
 from __future__ import annotations
 
@@ -16,17 +16,16 @@ RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 STATUS = os.path.join(REPO, "playbooks", "gpu_status.yml")
 GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
 ROLE = "gpuops.hygiene.gpu_reset : "
-RECORD = ROLE + "Record the verdict"
 FAIL_DIRTY = ROLE + "Fail the host that is not clean"
-QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_timeout": 0.5,
+QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_for": 0.5,
          "gpu_reset_poll_interval": 0.1}
 GHOST = '        ghost01:\n          ansible_connection: "gpusim"\n          gpusim_host: "ghost01-does-not-exist"\n'
 WAIT_MODES = ["module", "until"]
 
 
 def recorded(run, host):
-    """gpu_reset_result as the role's finish recorded it (its set_fact), not as a module returned it."""
-    return run.result(RECORD, host)["ansible_facts"]["gpu_reset_result"]
+    """gpu_reset_result as the role registered it."""
+    return run.reset_verdict(host)
 
 
 def table_rows(run):
@@ -56,7 +55,7 @@ def test_the_summary_entry_point_reports_every_host_and_fails_only_the_dirty_one
     assert run.rc == 2, run.stdout
     assert run.results(ROLE + "Show the summary table"), "the table comes from the role's entry point"
     assert table_rows(run) == {stuck: "busy", idle: "clean"}
-    stats = run.results("Give the fleet verdict to the next job of a workflow (AWX and AAP artifacts)")[0]["result"]
+    stats = run.results(ROLE + "Show the summary table")[0]["result"]
     assert stats["ansible_stats"]["data"] == {"gpu_hygiene_clean": False,
                                               "gpu_hygiene_verdicts": {stuck: "busy", idle: "clean"}}
     assert run.status(ROLE + "Fail when the host is not clean", stuck) == "failed"
@@ -132,7 +131,7 @@ def test_read_only_runs_have_no_task_named_reset(sim, tmp_path, playbook_path):
     run = run_playbook(playbook_path, sim.inventory(), {"gpu_gate_junit_path": str(tmp_path / "g.xml"),
                                                         "gpu_gate_report_path": str(tmp_path / "g.json")})
     names = {record["task"] for record in run.records}
-    assert ROLE + "Read and judge the host in one module run (read, wait until settled, leftovers, verdict)" in names
+    assert ROLE + "Read and judge the host in one task (read, wait until settled, leftovers, verdict)" in names
     assert not [name for name in names if "Reset" in name], names
     assert recorded(run, host)["verdict"] == "busy" and alive(host, "sglang")
 

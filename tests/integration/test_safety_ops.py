@@ -8,13 +8,13 @@ import os
 import re
 
 from gpusim import fleet, namespaces
-from gpusim.testing import REPO, alive, run_playbook, syslog, wait_for_gpu_holders
+from gpusim.testing import REPO, ROLE_ONE_RUN, alive, run_playbook, syslog, wait_for_gpu_holders
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 GATE = os.path.join(REPO, "playbooks", "gate_benchmark.yml")
-ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
+
 KILL = "Stop servers"
-QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_timeout": 5,
+QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_for": 5,
          "gpu_reset_poll_interval": 0.1}
 SGLANG = ["python3", "-m", "sglang.launch_server", "--tp", "2", "--port", "30000"]
 # A stand-in for the host's real sshd, run by the system manager's sshd.service.
@@ -26,7 +26,8 @@ def systemctl(host, *args):
 
 
 def modules_ran(run):
-    return {record["host"] for record in run.records if record["task"] == ONE_RUN}
+    """The hosts whose reset ran a module (a refused one has an outcome, but no step ran)."""
+    return {record["host"] for record in run.records if record["task"] == ROLE_ONE_RUN and record["result"].get("steps")}
 
 
 # --- O01: units: only the system manager's, and only where it confirms the cgroup -------------------------------
@@ -125,13 +126,14 @@ def test_o03_parallel_resets_of_two_containers_of_one_node_both_finish(sim):
                        limit=f"{ct200},{ct201}", args=["-f", "2"])
     assert run.rc == 0, run.stdout
     for name, vmid in ((ct200, "200"), (ct201, "201")):
-        kill = run.result(ONE_RUN, name)["kill"]
+        kill = run.result(ROLE_ONE_RUN, name)["steps"]["kill"]
         assert kill["survivors"] == [] and all(entry["vmid"] == vmid for entry in kill["killed"]), kill
         assert any(entry["signals"] == ["SIGTERM", "SIGKILL"] for entry in kill["killed"])
         assert run.reset_verdict(name)["verdict"] == "clean"
     # They ran side by side: each run's SIGKILL came after the other run's first SIGTERM.
     sent = re.findall(r"sent (SIGTERM|SIGKILL) to pid (\d+)", syslog(node))
-    owner = {entry["pid"]: name for name in (ct200, ct201) for entry in run.result(ONE_RUN, name)["kill"]["killed"]}
+    owner = {entry["pid"]: name for name in (ct200, ct201)
+             for entry in run.result(ROLE_ONE_RUN, name)["steps"]["kill"]["killed"]}
     order = [(signal, owner.get(int(pid))) for signal, pid in sent]
     first_term = {name: order.index(("SIGTERM", name)) for name in (ct200, ct201)}
     first_kill = {name: order.index(("SIGKILL", name)) for name in (ct200, ct201)}
@@ -175,8 +177,9 @@ def test_o05_a_proxmox_node_is_reset_as_a_host_only_when_asked_and_its_container
 
     run = run_playbook(RESET, inventory, dict(QUICK, gpu_reset_expected_gpu_count=2, gpu_reset_hosts="all"), limit=None)
     assert run.rc != 0
-    refusal = run.result("Refuse to reset a Proxmox node that hosts inventory containers unless asked", node)["msg"]
+    refusal = run.reset_verdict(node)["reasons"][0]
     assert refusal.startswith(f"{node} is the Proxmox node of inventory containers ({ct200})")
+    assert run.result("Fail when the host is not clean", node)["msg"] == f"{node}: UNKNOWN: {refusal}"
     assert "-e gpu_reset_nodes=true" in refusal
     assert modules_ran(run) == {ct200} and run.reset_verdict(ct200)["verdict"] == "clean"
     assert [proc.pid for proc in alive(node, "--port 30009")] == [job]
@@ -189,14 +192,14 @@ def test_o05_a_proxmox_node_is_reset_as_a_host_only_when_asked_and_its_container
     assert modules_ran(run) == {node}, run.stdout
     assert alive(node, "--port 30009") == []
     assert alive(node, "sglang", container="200") == in_container
-    kill = run.result(ONE_RUN, node)["kill"]
+    kill = run.result(ROLE_ONE_RUN, node)["steps"]["kill"]
     assert kill["skipped_out_of_scope"] and all(
         entry["vmid"] == "200" and entry["reason"].startswith("in an LXC container of this host")
         for entry in kill["skipped_out_of_scope"])
     assert run.reset_verdict(node)["verdict"] == "busy"
 
     # ... unless asked for those too.
-    run = run_playbook(RESET, inventory, dict(QUICK, gpu_reset_nodes=True, gpu_reset_node_containers=True), limit=node)
+    run = run_playbook(RESET, inventory, dict(QUICK, gpu_reset_nodes=True, gpu_reset_container_processes=True), limit=node)
     assert modules_ran(run) == {node}, run.stdout
     assert alive(node, "sglang", container="200") == []
 
@@ -217,7 +220,7 @@ def _rolling_fleet(sim):
 
 def test_o06_a_rolling_reset_stops_after_the_first_batch_that_is_not_clean(sim):
     hosts = _rolling_fleet(sim)
-    run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_serial=2, gpu_reset_wait_timeout=0.5))
+    run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_serial=2, gpu_reset_wait_for=0.5))
     assert run.rc != 0
     assert modules_ran(run) == set(hosts[:2]), run.stdout
     assert run.reset_verdict(hosts[0])["verdict"] == "busy" and run.reset_verdict(hosts[1])["verdict"] == "clean"
@@ -226,7 +229,7 @@ def test_o06_a_rolling_reset_stops_after_the_first_batch_that_is_not_clean(sim):
     assert alive(hosts[2], "sglang.launch_server"), "the batch after the dirty one must not be reset"
 
     # Allowing half of a batch to fail rolls on; the dirty host still fails the run.
-    run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_serial=2, gpu_reset_wait_timeout=0.5,
+    run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_serial=2, gpu_reset_wait_for=0.5,
                                                     gpu_reset_max_fail_percentage=50))
     assert run.rc != 0 and modules_ran(run) == set(hosts), run.stdout
     assert run.reset_verdict(hosts[2])["verdict"] == "clean"

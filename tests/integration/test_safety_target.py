@@ -14,13 +14,14 @@ import re
 import sys
 
 from gpusim import fleet, ssh
-from gpusim.testing import COLLECTIONS, REPO, alive, processes, run_playbook, syslog, wait_for_gpu_holders, wait_until
+from gpusim.testing import (COLLECTIONS, REPO, ROLE_ONE_RUN, alive, processes, run_playbook, syslog, wait_for_gpu_holders,
+                            wait_until)
 
 PLAYBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "playbooks")
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
-ONE_RUN = "gpuops.hygiene.gpu_reset : Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
+ONE_RUN = ROLE_ONE_RUN
 KILL = "Stop servers"
-QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_timeout": 5,
+QUICK = {"gpu_reset_grace_period": 2, "gpu_reset_kill_timeout": 8, "gpu_reset_wait_for": 5,
          "gpu_reset_poll_interval": 0.1}
 SENT = re.compile(r"sent (SIG[A-Z0-9]+) to pid (\d+) \((.*)\) started at tick (\d+); rule: (.*)$")
 SLEEPER = "import signal, sys, time\nif 'ignore-term' in sys.argv: signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" \
@@ -112,7 +113,7 @@ def test_t02_wrappers_around_a_log_tail_and_their_children_are_never_targets(sim
     run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_patterns=["vllm"]))
     assert run.rc == 0, run.stdout
     assert run.reset_verdict(host)["verdict"] == "clean", run.reset_verdict(host)["message"]
-    result = run.result(ONE_RUN, host)["kill"]
+    result = run.result(ONE_RUN, host)["steps"]["kill"]
     untouched(host, result, bystanders)
     reasons = {entry["pid"]: entry["reason"] for entry in result["protected"]}
     assert all(reasons.get(pid, "").startswith(("a wrapper", "a bystander")) for pid in wrappers), reasons
@@ -243,7 +244,7 @@ def test_t05_gpu_holders_spares_monitors_and_nvidia_and_cluster_daemons(sim):
     run = run_playbook(RESET, sim.inventory(), dict(QUICK, gpu_reset_gpu_holders=True))
     assert run.rc == 0, run.stdout
     assert run.reset_verdict(host)["verdict"] == "clean", run.reset_verdict(host)["message"]
-    result = run.result(ONE_RUN, host)["kill"]
+    result = run.result(ONE_RUN, host)["steps"]["kill"]
     assert pids_of(result["killed"]) == {job}
     assert {entry["pid"]: entry["reason"] for entry in result["protected"]} == \
         {pid: "protected GPU infrastructure" for pid in spared}
@@ -260,7 +261,7 @@ def test_t06_a_protected_name_on_a_real_gpu_hog_is_spared_but_never_clean(sim):
     assert verdict["verdict"] == "busy", verdict
     assert f"pid {hog} (nvtop)" in verdict["message"] and "MiB used > idle threshold" in verdict["message"], verdict
 
-    result = run.result(ONE_RUN, host)["kill"]
+    result = run.result(ONE_RUN, host)["steps"]["kill"]
     assert [(entry["pid"], entry["reason"]) for entry in result["protected"]] == [(hog, "protected GPU infrastructure")]
     untouched(host, result, [hog])
 

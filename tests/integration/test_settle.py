@@ -12,12 +12,11 @@ import os
 import pytest
 
 from gpusim import fleet
-from gpusim.testing import (REPO, ROLE_ONE_RUN, ROLE_STEPS, FrozenWorker, alive, role_step, run_playbook,
-                            wait_for_gpu_holders)
+from gpusim.testing import REPO, ROLE_ONE_RUN, FrozenWorker, alive, role_step, run_playbook, wait_for_gpu_holders
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 MODES = ["module", "until"]
-SETTLED = {"gpu_reset_wait_timeout": 60, "gpu_reset_settle_window": 1}
+SETTLED = {"gpu_reset_wait_for": 60, "gpu_reset_settle_window": 1}
 
 
 def reset(sim, mode, variables=None, limit="all"):
@@ -29,15 +28,15 @@ def reset(sim, mode, variables=None, limit="all"):
 
 def wait_facts(run, mode, host):
     """The last read of the wait, and how many reads the wait took."""
-    facts = role_step(run, host, mode, "after")["ansible_facts"]["gpu_memory"]
+    facts = role_step(run, host, "after")["ansible_facts"]["gpu_memory"]
+    assert run.result(ROLE_ONE_RUN, host)["settled_because"] == facts["settled_because"]
     if mode == "module":
-        assert run.result(ROLE_ONE_RUN, host)["settled_because"] == facts["settled_because"]
         return facts, facts["polls"]
-    return facts, run.result(ROLE_STEPS["wait"], host).get("attempts", 1)
+    return facts, run.result(ROLE_ONE_RUN, host)["polls"]
 
 
 def stop_step(run, mode, host):
-    return role_step(run, host, mode, "kill")
+    return role_step(run, host, "kill")
 
 
 @pytest.mark.parametrize("mode", MODES)

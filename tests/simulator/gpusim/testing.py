@@ -56,8 +56,8 @@ class Fleet:
 
 
 # The role's one module run, as a reset and as a read-only run (gpu_status, verify_only) name it.
-_ONE_RUN = "Reset the host in one module run (read, stop, wait until free, leftovers, verdict)"
-_ONE_RUN_READ_ONLY = "Read and judge the host in one module run (read, wait until settled, leftovers, verdict)"
+_ONE_RUN = "Reset the host in one task (read, stop, wait until free, leftovers, verdict)"
+_ONE_RUN_READ_ONLY = "Read and judge the host in one task (read, wait until settled, leftovers, verdict)"
 
 
 @dataclass
@@ -82,13 +82,11 @@ class PlaybookRun:
         return found[-1]["result"]
 
     def reset_verdict(self, host: str) -> dict:
-        """The gpu_reset role's verdict for a host: set by its one module run, or by its step-by-step path."""
+        """The gpu_reset role's verdict for a host: the result of its one task, in either wait mode."""
         for record in reversed(self.records):
-            if record["host"] != host or not record["task"].startswith("gpuops.hygiene.gpu_reset : "):
-                continue
-            verdict = record["result"].get("ansible_facts", {}).get("gpu_reset_result")
-            if verdict is not None:
-                return verdict
+            if record["host"] == host and record["task"] in (ROLE_ONE_RUN, _ROLE + _ONE_RUN_READ_ONLY) \
+                    and "verdict" in record["result"]:
+                return record["result"]
         raise AssertionError(f"the gpu_reset role gave no verdict on {host}; ran: "
                              f"{[r['task'] for r in self.records]}\n{self.stdout}")
 
@@ -124,11 +122,11 @@ def ansible_env(results_path: str, extra: dict | None = None) -> dict:
 
 def run_playbook(playbook: str, inventory_text: str, extra_vars: dict | None = None, check: bool = False,
                  limit: str | None = "all", timeout: float = 600, env: dict | None = None,
-                 args: list[str] | None = None) -> PlaybookRun:
+                 args: list[str] | None = None, cwd: str | None = None) -> PlaybookRun:
     """Run ansible-playbook for real; return its exit code, output and every task result.
 
     Every run names its hosts (--limit, by default `all`: every host of the test's own inventory), as the fleet
-    playbooks demand; limit=None runs without --limit."""
+    playbooks demand; limit=None runs without --limit. It runs in a directory of its own, or in `cwd`."""
     with tempfile.TemporaryDirectory(prefix="gpusim-play-") as work:
         inventory_path = os.path.join(work, "inventory.yml")
         with open(inventory_path, "w", encoding="utf-8") as handle:
@@ -144,7 +142,7 @@ def run_playbook(playbook: str, inventory_text: str, extra_vars: dict | None = N
         argv += args or []
         started = time.monotonic()
         completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                   env=ansible_env(results_path, env), cwd=work, check=False)
+                                   env=ansible_env(results_path, env), cwd=cwd or work, check=False)
         elapsed = time.monotonic() - started
         records = []
         if os.path.exists(results_path):
@@ -371,36 +369,16 @@ class FrozenWorker:
         fleet.thaw(self.host)
 
 
-# Where each step of the gpu_reset role leaves its result, per wait mode (gpu_reset_wait_mode): inside the one
-# gpu_host_reset run (module), or as a task of the step-by-step path (until).
+# The gpu_reset role's one task: its result is the host's outcome, with each step's result under `steps`.
 _ROLE = "gpuops.hygiene.gpu_reset : "
 ROLE_ONE_RUN = _ROLE + _ONE_RUN
-ROLE_STEPS = {
-    "before": _ROLE + "Read the GPUs before the reset",
-    "kill": _ROLE + "Stop the inference servers",
-    "wait": _ROLE + "Wait until every GPU is free (until and retries)",
-    "gpu_reset": _ROLE + "Reset GPUs whose memory no process holds",
-    "after_gpu_reset": _ROLE + "Read the GPUs again after the GPU reset",
-    "leftovers": _ROLE + "Check the server ports and remove stale shared memory",
-}
 
 
-def role_step(run: PlaybookRun, host: str, mode: str, step: str) -> dict:
-    """One step's result of the gpu_reset role in either wait mode: before, kill, after, gpu_reset or leftovers.
+def role_step(run: PlaybookRun, host: str, step: str) -> dict:
+    """One step's result of the gpu_reset role (either wait mode): before, kill, after, gpu_reset or leftovers.
 
     `after` is the last GPU read (the wait's, or the one after a guarded GPU reset); the facts steps are given as a
     registered gpu_memory_facts result ({"ansible_facts": {"gpu_memory": ...}}), or {"skipped": True}; gpu_reset
     lists each nvidia-smi run as item, rc, stdout and stderr.
     """
-    if mode == "module":
-        return run.result(ROLE_ONE_RUN, host)[step]
-    if step == "after":
-        step = "wait" if run.status(ROLE_STEPS["after_gpu_reset"], host) == "skipped" else "after_gpu_reset"
-    result = run.result(ROLE_STEPS[step], host)
-    # A loop over no GPU (nothing resettable) runs no nvidia-smi, as gpu_host_reset skips its reset.
-    if run.status(ROLE_STEPS[step], host) == "skipped" or (step == "gpu_reset" and not result.get("results")):
-        return {"skipped": True}
-    if step == "gpu_reset":
-        return {"changed": result["changed"], "results": [
-            {key: entry[key] for key in ("item", "rc", "stdout", "stderr")} for entry in result["results"]]}
-    return result
+    return run.result(ROLE_ONE_RUN, host)["steps"][step]

@@ -10,8 +10,16 @@ from ansible_collections.gpuops.hygiene.plugins.filter.gpu_reports import Filter
 
 def test_filters_are_registered():
     assert sorted(FilterModule().filters()) == ["gpu_json_report", "gpu_junit_xml", "gpu_prometheus_metrics",
-                                                "gpu_reset_outcomes", "gpu_reset_result", "gpu_summary_table",
-                                                "server_ready_outcomes", "server_ready_table"]
+                                                "gpu_reset_not_clean", "gpu_reset_outcomes", "gpu_reset_result",
+                                                "gpu_summary_table", "server_ready_outcomes", "server_ready_table"]
+
+
+def test_the_hosts_that_are_not_clean_are_the_pattern_less_the_clean_ones():
+    hostvars = {"a": {"gpu_reset_result": {"verdict": "clean"}}, "b": {"gpu_reset_result": {"verdict": "busy"}},
+                "c": {}, "d": {"gpu_reset_result": {"steps": {}}}, "e": {"gpu_reset_result": {"verdict": "clean"}}}
+    not_clean = FilterModule().filters()["gpu_reset_not_clean"]
+    assert not_clean("blackwell", hostvars) == "blackwell,!a,!e"
+    assert not_clean(["gpu-b0*", "llm-*"], hostvars) == "gpu-b0*,llm-*,!a,!e"
 
 
 @pytest.mark.parametrize("before", [{"changed": False}, {"ansible_facts": {"gpu_memory": {"gpus": "x"}}}, None])

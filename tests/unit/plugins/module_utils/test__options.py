@@ -10,10 +10,11 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _options, _presets
 from ansible_collections.gpuops.hygiene.plugins.modules import gpu_host_reset, gpu_memory_facts
 from ansible_collections.gpuops.hygiene.plugins.modules import inference_server_kill, server_launch, server_leftovers
 from ansible_collections.gpuops.hygiene.plugins.modules import server_ready
+from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _role, _role_run
 
 MODULES = {"gpu_host_reset": gpu_host_reset, "gpu_memory_facts": gpu_memory_facts,
            "inference_server_kill": inference_server_kill, "server_leftovers": server_leftovers,
@@ -22,12 +23,6 @@ TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 REPO = os.path.dirname(TESTS)
 # What the argument spec and the documentation must agree on for each option.
 KEYS = ("type", "elements", "choices", "default", "aliases", "no_log")
-# Role defaults chosen for the role's use (an 8-GPU SGLang host) rather than the module's; the module keeps its own.
-ROLE_OWN_DEFAULTS = {
-    "expected_gpu_count": "the role expects 8 GPUs; the module asks for at least one without it",
-    "ports": "the role checks SGLang's default ports 30000-30007",
-    "servers": "the role's [all] is gpu_host_reset's own default too, applied in main() (None in the spec)",
-}
 
 
 @pytest.fixture(scope="module")
@@ -91,23 +86,34 @@ def _role_options() -> dict:
         return yaml.safe_load(handle)["argument_specs"]["main"]["options"]
 
 
-def test_role_variables_named_after_an_option_declare_it_the_same_way():
-    options = {}
-    for module in MODULES.values():
-        for option, declared in module.argument_spec().items():
-            for name in [option] + declared.get("aliases", []):
-                options.setdefault(name, declared)
-    compared = []
-    for variable, declared in _role_options().items():
-        option = variable.removeprefix("gpu_reset_")
-        if option not in options:
+def test_every_option_of_the_reset_is_a_role_variable_declared_the_same_way():
+    role = _role_options()
+    for option, declared in gpu_host_reset.argument_spec().items():
+        variable = _role.PREFIX + option
+        if option in _role.SET_BY_ROLE and option not in _role.ROLE_OPTIONS:
+            assert variable not in role, f"{variable}: the role sets {option} itself"
             continue
-        spec = _comparable(options[option])
-        role = _comparable(declared)
-        assert (role["type"], role["elements"], role["choices"]) == (spec["type"], spec["elements"], spec["choices"]), variable
-        if option not in ROLE_OWN_DEFAULTS:
-            assert role["default"] == spec["default"], variable
-        compared.append(option)
-    # The role passes these straight to a module option of the same name (or its former name).
-    assert {"backend", "clean_shm", "facts_timeout", "kill_timeout", "signal", "settle_window", "idle_threshold_mib",
-            "poll_interval", "protect", "patterns", "clients", "shm_patterns"} <= set(compared)
+        spec, mine = _comparable(declared), _comparable(role[variable])
+        assert (mine["type"], mine["elements"], mine["choices"]) == (spec["type"], spec["elements"], spec["choices"]), variable
+        assert mine["default"] == _role.ROLE_DEFAULTS.get(option, spec["default"]), variable
+    # The role's own variables are the only others of the main entry point.
+    extra = {name[len(_role.PREFIX):] for name in role} - set(gpu_host_reset.argument_spec())
+    assert extra == set(_role.ROLE_OPTIONS) - set(gpu_host_reset.argument_spec())
+
+
+def test_the_role_spec_and_defaults_are_what_the_generator_writes():
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(TESTS, "output", "collections"))
+    checked = subprocess.run([sys.executable, os.path.join(TESTS, "tools", "role_spec.py"), "--check"], env=env,
+                             capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_the_steps_of_until_mode_take_only_options_their_modules_have():
+    reset = set(gpu_host_reset.argument_spec())
+    for module, names in _role_run.STEP_OPTIONS.items():
+        assert set(names) <= set(MODULES[module].argument_spec()) & reset, module
+
+
+def test_the_bound_of_a_stop_covers_the_longest_grace_period_of_any_preset():
+    assert _role_run.LONGEST_PRESET_GRACE_S >= max(preset.grace_period_s for preset in _presets.PRESETS.values())
+    assert _role_run.KILL_WAIT_S == _kill.KILL_WAIT_S

@@ -96,10 +96,17 @@ def test_a_container_scope_is_named_and_a_verify_only_run_has_no_time_to_clean()
     assert result["message"] == "ct (container 200): clean: 8/8 GPUs at most 100 MiB, 0 processes stopped, 0 MiB freed"
 
 
-def test_unreachable_and_missing_facts():
-    result = _outcome.unreachable("gpu-9", "ssh: No route to host")
+def test_placeholders_claim_nothing_and_have_every_field_of_an_outcome():
+    result = _outcome.placeholder("gpu-9", "unreachable", "ssh: No route to host")
     assert result["verdict"] == "unreachable" and result["message"] == "gpu-9: unreachable: ssh: No route to host"
-    assert _outcome.unreachable("gpu-9", "")["message"] == "gpu-9: unreachable"
+    assert _outcome.placeholder("gpu-9", "unreachable", "")["message"] == "gpu-9: unreachable"
+    refused = _outcome.placeholder("gpu-9", "unknown", "gpu_reset_wait_for must be a number, not 'soon'")
+    assert refused["message"] == "gpu-9: UNKNOWN: gpu_reset_wait_for must be a number, not 'soon'"
+    assert refused["processes_stopped"] is None and refused["mib_freed"] is None and refused["gpus"] == []
+    assert set(refused) == set(reset_outcome("h", Steps(before=facts())))
+
+
+def test_missing_facts():
     with pytest.raises(ValueError):
         reset_outcome("h", Steps(before=None))
     with pytest.raises(ValueError):  # a verdict name the contract does not know

@@ -31,7 +31,7 @@ def test_every_host_gets_an_outcome_and_a_host_that_was_not_launched_says_why():
 def test_the_table_puts_the_worst_first_and_counts_each_verdict():
     outcomes = _ready_report.outcomes({"a": {"server_ready_result": READY}, "b": {"server_ready_result": FAILED}},
                                       ["a", "b", "c"])
-    lines = _ready_report.table(outcomes).split("\n")
+    lines = _ready_report.table_text(outcomes).split("\n")
     assert lines[0].split() == ["HOST", "SERVER", "SECONDS", "GPUS", "WHY", "NOT", "READY"]
     assert [line.split()[:2] for line in lines[1:4]] == [["c", "not-launched"], ["b", "failed"], ["a", "ready"]]
     assert lines[3].split() == ["a", "ready", "41.20", "8/8"]
@@ -39,9 +39,9 @@ def test_the_table_puts_the_worst_first_and_counts_each_verdict():
     assert lines[-1] == "3 hosts: 1 ready, 1 failed, 1 not-launched"
 
 
-def test_control_characters_never_reach_the_table_and_the_callback_prints_it_as_a_table():
+def test_control_characters_never_reach_the_table_whose_rows_carry_their_verdict():
     outcome = dict(FAILED, reasons=["the log ends with: \x1b[2J\nrm -rf"])
-    text = _ready_report.table(_ready_report.outcomes({"h": {"server_ready_result": outcome}}, ["h"]))
+    data = _ready_report.table(_ready_report.outcomes({"h": {"server_ready_result": outcome}}, ["h"]))
+    text = "\n".join(_report.lines(data))
     assert "\x1b" not in text and "\\x1b[2J\\nrm -rf" in text
-    lines = _report.summary_lines(text)
-    assert lines is not None and [_report.verdict_of_row(line) for line in lines] == [None, "failed", None]
+    assert [row["verdict"] for row in data["rows"]] == ["failed"] and data["count"] == "1 hosts: 1 failed"

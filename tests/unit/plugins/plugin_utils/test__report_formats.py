@@ -12,6 +12,7 @@ import pytest
 import xmlschema
 from prometheus_client.parser import text_string_to_metric_families
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _metrics
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _report
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -128,7 +129,7 @@ def samples(text):
 
 
 def test_prometheus_metrics_parse_and_carry_every_verdict():
-    found = samples(_report.prometheus_metrics(FLEET, checked_at=1796040000.5))
+    found = samples(_metrics.prometheus_metrics(FLEET, checked_at=1796040000.5))
 
     def value(name, **labels):
         return found[(name, tuple(sorted((key, str(item)) for key, item in labels.items())))]
@@ -152,7 +153,7 @@ def test_prometheus_metrics_parse_and_carry_every_verdict():
 
 
 def test_prometheus_metrics_of_one_outcome():
-    found = samples(_report.prometheus_metrics(FLEET[0]))
+    found = samples(_metrics.prometheus_metrics(FLEET[0]))
     assert found[("gpuops_hygiene_host_verdict", (("host", "gpu-a"), ("verdict", "clean")))] == 1
 
 

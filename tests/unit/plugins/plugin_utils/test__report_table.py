@@ -57,17 +57,18 @@ def test_control_characters_never_reach_the_terminal():
     assert "gpu\\x1b[2J" in table and "evil\\x1b]0;x\\x07\\nline" in table
 
 
-def test_summary_lines_recognise_only_a_summary_table():
-    table = _report.summary_table([outcome(host="gpu\x1b[2J")])
-    assert _report.summary_lines(table) == table.splitlines()
-    assert _report.summary_lines(table.splitlines()) == table.splitlines()
-    assert _report.summary_lines(["gpu\x1b[2J"] + table.splitlines()) is None
-    assert _report.summary_lines(["HOST  VERDICT", "x"]) is None
-    assert _report.summary_lines({"msg": table}) is None and _report.summary_lines([]) is None
-    # A raw control character in a list given by hand is spelled out too.
-    assert _report.summary_lines([table.splitlines()[0], "a\x1bb"])[1] == "a\\x1bb"
+def test_the_table_is_data_until_it_is_printed():
+    fleet = [outcome(), outcome("gpu-2", "clean", [], gpus_clean=8, processes_stopped=3)]
+    data = _report.summary_data(fleet)
+    assert [(row["host"], row["verdict"], row["stopped"]) for row in data["rows"]] == [("gpu-1", "busy", "0"),
+                                                                                       ("gpu-2", "clean", "3")]
+    lines = _report.lines(data)
+    assert lines[0].split() == " ".join(_report.SUMMARY_HEADER).split()
+    assert lines[1].split(None, 6) == [data["rows"][0][key] for key in data["columns"]]
+    assert lines[-1] == data["count"] == "2 hosts: 1 clean, 1 busy"
+    assert "\n".join(lines) == _report.summary_table(fleet)
 
 
-def test_verdict_of_row():
-    lines = _report.summary_table([outcome(), outcome("gpu-2", "clean", [])]).splitlines()
-    assert [_report.verdict_of_row(line) for line in lines] == [None, "busy", "clean", None]
+def test_rows_spell_out_control_characters_in_every_cell():
+    rows = _report.summary_data([outcome(host="gpu\x1b[2J", reasons=["a\x1bb"])])["rows"]
+    assert rows[0]["host"] == "gpu\\x1b[2J" and rows[0]["why"] == "a\\x1bb"
