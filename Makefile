@@ -58,9 +58,11 @@ changelog: venv
 units: build
 	$(PYTEST) tests/unit
 
-# This whole machine (every process in a scan, mounts, chosen PIDs) and the simulator's own tests: root.
+# The modules on a whole machine (every process in a scan, mounts, chosen PIDs) and the simulator's own tests: root.
+# They run in a PID and mount namespace of their own, whose processes are all the suite's: a scan must not meet the
+# machine's own PID 1 (which may be unreadable even to root) nor another run's processes. sh, its PID 1, reaps orphans.
 system: build
-	$(PYTEST) tests/system tests/simulator/tests
+	unshare --pid --fork --mount-proc --kill-child sh -c '"$$@"; exit $$?' system $(PYTEST) tests/system tests/simulator/tests
 
 integration: build tools
 	$(PYTEST) tests/integration tests/benchmarks/test_smoke.py tests/benchmarks/test_names.py tests/benchmarks/test_costmodel.py

@@ -45,7 +45,7 @@ options:
     default: []
   gpu_holders:
     description:
-      - Also stop every process that holds GPU memory or has a C(/dev/nvidia*) device open, except protected ones
+      - Also stop every process that holds GPU memory or has a C(/dev/nvidia*) device open or mapped, except protected ones
         (O(protect)). A protected process that holds memory is spared too, and the host stays busy.
     type: bool
     default: false

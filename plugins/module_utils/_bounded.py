@@ -103,6 +103,13 @@ def _report_unexpected(write_end: int, encode: t.Callable[[str], str]) -> None:
         _write_all(write_end, encode(f"{type(unexpected).__name__}: {unexpected}"))
 
 
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether the pipe has data or was closed within timeout seconds (poll: any descriptor number, unlike select)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(int(timeout * 1000), 0) + 1))
+
+
 def _answer(pid: int, read_end: int, timeout: float) -> t.Any:
     """Parent side of call: read the child's answer until the deadline, SIGKILL it past the deadline."""
     chunks: list[bytes] = []
@@ -114,8 +121,7 @@ def _answer(pid: int, read_end: int, timeout: float) -> t.Any:
                 os.kill(pid, signal.SIGKILL)
                 _reap(pid, REAP_AFTER_KILL_S)
                 raise TimeLimitExceeded(f"did not finish within {timeout:.1f} s")
-            ready = select.select([read_end], [], [], remaining)[0]
-            if ready:
+            if _readable(read_end, remaining):
                 chunk = os.read(read_end, 65536)
                 if not chunk:
                     break
@@ -164,17 +170,7 @@ def map_each(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], item_ti
     deadline = time.monotonic() + max(timeout, 0.0)
     done = 0
     while done < len(items):
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: leaves only through os._exit
-            os.close(read_end)
-            _serve_items(work, items, done, write_end, isolate)
-        os.close(write_end)
-        try:
-            done = _collect_items(pid, read_end, results, done, item_timeout, deadline)
-        finally:
-            os.close(read_end)
-            _reap(pid, REAP_AFTER_KILL_S)
+        done = _one_child(work, items, results, done, item_timeout, deadline, isolate)
         if done < len(items):  # the child gave up on item `done`, or took too long with it
             skipped.append(done)
             done += 1
@@ -183,6 +179,45 @@ def map_each(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], item_ti
                 raise TimeLimitExceeded(f"more than {max_skipped} items took longer than {item_timeout:g} s each",
                                         item=skipped[-1])
     return results, skipped
+
+
+def map_within(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], item_timeout: float, timeout: float,
+               isolate: bool = False) -> tuple[list[t.Any], list[int], int]:
+    """work(item) for as many items as the deadline allows, each item with its own time limit; never raises for time.
+
+    As map_each, an item that takes longer than item_timeout is skipped and the work goes on in a fresh child, but
+    the deadline is hard and ends the map instead of failing it. Returns the results (None where there is none), the
+    skipped indexes, and how many items were reached: the items from there on were not worked on.
+    """
+    results: list[t.Any] = [None] * len(items)
+    skipped: list[int] = []
+    deadline = time.monotonic() + max(timeout, 0.0)
+    done = 0
+    while done < len(items) and time.monotonic() < deadline:
+        try:
+            done = _one_child(work, items, results, done, item_timeout, deadline, isolate)
+        except TimeLimitExceeded as error:
+            return results, skipped, t.cast(int, error.item)
+        if done < len(items):
+            skipped.append(done)
+            done += 1
+    return results, skipped, done
+
+
+def _one_child(work: t.Callable[[t.Any], t.Any], items: t.Sequence[t.Any], results: list[t.Any], done: int,
+               item_timeout: float, deadline: float, isolate: bool) -> int:
+    """Work on the items from `done` on in one forked child until it finishes or stalls; how many items are done."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: leaves only through os._exit
+        os.close(read_end)
+        _serve_items(work, items, done, write_end, isolate)
+    os.close(write_end)
+    try:
+        return _collect_items(pid, read_end, results, done, item_timeout, deadline)
+    finally:
+        os.close(read_end)
+        _reap(pid, REAP_AFTER_KILL_S)
 
 
 def _collect_items(pid: int, read_end: int, results: list[t.Any], done: int, item_timeout: float,
@@ -198,7 +233,7 @@ def _collect_items(pid: int, read_end: int, results: list[t.Any], done: int, ite
         if now >= item_deadline:
             os.kill(pid, signal.SIGKILL)
             return done
-        if not select.select([read_end], [], [], min(item_deadline, deadline) - now)[0]:
+        if not _readable(read_end, min(item_deadline, deadline) - now):
             continue
         chunk = os.read(read_end, 65536)
         if not chunk:  # the child died on this item

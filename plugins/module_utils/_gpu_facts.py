@@ -17,6 +17,7 @@ import typing as t
 from dataclasses import dataclass
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _policy, _presets, _procfs, _scope, _settle, _snapshot, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._scope import validate_vmid
 from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import Holder, Judge
@@ -153,14 +154,19 @@ def resettable_gpus(facts: dict[str, t.Any]) -> list[int]:
     return [gpu["index"] for gpu in facts["gpus"] if gpu["unattributed"] and not gpu["holder_pids"]]
 
 
-def find_holders(snapshot: _snapshot.Snapshot, table: dict[int, _procfs.Process],
-                 minors: dict[int, int], request: Request) -> dict[int, Holder]:
-    """Processes the driver lists, plus processes with /dev/nvidia* open."""
+def find_holders(snapshot: _snapshot.Snapshot, table: dict[int, _procfs.Process], minors: dict[int, int],
+                 request: Request) -> tuple[dict[int, Holder], dict[int, str]]:
+    """Processes the driver lists, plus processes with /dev/nvidia* open or mapped; and the processes that could not
+    be read (pid -> why, see _procfs.scan_each): any of them may hold a GPU too."""
     index_of_uuid = {gpu.uuid: gpu.index for gpu in snapshot.gpus if gpu.uuid}
     protected = request.protected_names
     holders: dict[int, Holder] = {}
     ours = _procfs.nvidia_device_files()
-    devices_of = _procfs.nvidia_devices_of(table, ours, request.proc)
+    devices_of, unread = _procfs.nvidia_devices_of(table, ours, request.proc)
+    # The driver speaks in PIDs of the initial PID namespace, the only one whose /proc shows kernel threads: there a
+    # PID it lists is the process of that number here. Elsewhere (in a container) a same-numbered process is the
+    # holder only if it really holds a GPU device (or could not be read).
+    drivers_namespace = any(process.is_kernel_thread for process in table.values())
 
     for entry in snapshot.processes:
         holder = holders.setdefault(entry.pid, Holder(pid=entry.pid, process=None))
@@ -170,12 +176,11 @@ def find_holders(snapshot: _snapshot.Snapshot, table: dict[int, _procfs.Process]
         if index is not None:
             holder.used_mib[index] = holder.used_mib.get(index, 0) + (entry.used_mib or 0)
         process = table.get(entry.pid)
-        devices = devices_of.get(entry.pid)
-        # The driver speaks in host PIDs. A same-numbered process here is the
-        # holder only if it really has the GPU open and its name agrees.
-        if process is not None and devices != [] and _names_agree(entry.process_name, process, request.proc):
+        devices = devices_of.get(entry.pid, [])
+        holds = bool(devices) or entry.pid in unread or drivers_namespace
+        if process is not None and holds and _names_agree(entry.process_name, process, request.proc):
             holder.process = process
-            holder.devices = devices or []
+            holder.devices = devices
 
     index_of_minor = {minor: index for index, minor in minors.items()}
     for pid, devices in devices_of.items():
@@ -190,21 +195,74 @@ def find_holders(snapshot: _snapshot.Snapshot, table: dict[int, _procfs.Process]
 
     for holder in holders.values():
         holder.protected = holder.process is not None and _policy.is_protected(holder.process, protected)
-    return holders
+    return holders, unread
 
 
 def _read(request: Request, table: dict[int, _procfs.Process]
-          ) -> tuple[_snapshot.Snapshot, dict[int, Holder], dict[int, int]]:
+          ) -> tuple[_snapshot.Snapshot, dict[int, Holder], dict[int, int], dict[int, str]]:
     snapshot = read_gpus(request)
     minors_by_uuid = gpu_minor_numbers()
     minors = {gpu.index: minors_by_uuid.get(gpu.uuid or "", gpu.index) for gpu in snapshot.gpus}
-    return snapshot, find_holders(snapshot, table, minors, request), minors
+    holders, unread = find_holders(snapshot, table, minors, request)
+    return snapshot, holders, minors, unread
 
 
-def read_holders(request: Request, table: dict[int, _procfs.Process]) -> tuple[_snapshot.Snapshot, dict[int, Holder]]:
-    """The GPU snapshot and every process that holds a GPU, as seen in this /proc table."""
-    snapshot, holders, _minors = _read(request, table)
-    return snapshot, holders
+def read_holders(request: Request, table: dict[int, _procfs.Process]
+                 ) -> tuple[_snapshot.Snapshot, dict[int, Holder], dict[int, str]]:
+    """The GPU snapshot, every process that holds a GPU, as seen in this /proc table, and the processes that could
+    not be read (pid -> why)."""
+    snapshot, holders, _minors, unread = _read(request, table)
+    return snapshot, holders, unread
+
+
+def unread_reasons(unread: dict[int, str], table: dict[int, _procfs.Process]) -> list[str]:
+    """Why the processes that could not be read keep a host from clean: one reason per cause, naming them."""
+    by_cause: dict[str, list[int]] = {}
+    for pid, why in sorted(unread.items()):
+        by_cause.setdefault(why, []).append(pid)
+    reasons = []
+    denied = by_cause.get(_procfs.DENIED)
+    if denied:
+        advice = ("this run sees less than root: run it as root (become: true)" if os.geteuid() != 0
+                  else "access is denied even to root here")
+        reasons.append(f"{_processes(denied, table)} could not be read (open files and mappings): {advice}; "
+                       f"{_may_hold(denied)}")
+    costly = by_cause.get(_procfs.COSTLY)
+    if costly:
+        reasons.append(f"{_processes(costly, table)} {_are(costly)} too costly to read (more than "
+                       f"{_procfs.PROCESS_ENTRIES} threads, descriptors and mappings{_each(costly)}): "
+                       f"{_may_hold(costly)}")
+    stalled = by_cause.get(_procfs.STALLED)
+    if stalled:
+        reasons.append(f"{_processes(stalled, table)} could not be read within {_procfs.PROCESS_TIMEOUT_S:g} s"
+                       f"{_each(stalled)} (a file open on a stalled network filesystem, FUSE or NFS?): "
+                       f"{_may_hold(stalled)}")
+    late = by_cause.get(_procfs.NOT_REACHED)
+    if late:
+        reasons.append(f"{_processes(late, table)} {_are(late)} not read within the scan's "
+                       f"{_procfs.SCAN_TIMEOUT_S:g} s (the processes before them took it all): {_may_hold(late)}")
+    return reasons
+
+
+def _processes(pids: list[int], table: dict[int, _procfs.Process], sample: int = 10) -> str:
+    """'pid 7 (its command line)' for one process; 'N processes (pids 7, 9, ... and K more)' for several."""
+    if len(pids) == 1:
+        process = table.get(pids[0])
+        return f"pid {pids[0]} ({brief(process.cmdline, 80) if process else '?'})"
+    more = f" and {len(pids) - sample} more" if len(pids) > sample else ""
+    return f"{len(pids)} processes (pids {', '.join(map(str, pids[:sample]))}{more})"
+
+
+def _are(pids: list[int]) -> str:
+    return "is" if len(pids) == 1 else "are"
+
+
+def _each(pids: list[int]) -> str:
+    return "" if len(pids) == 1 else " each"
+
+
+def _may_hold(pids: list[int]) -> str:
+    return "it may hold a GPU" if len(pids) == 1 else "any of them may hold a GPU"
 
 
 def collect_until_clean(request: Request) -> dict[str, t.Any]:
@@ -247,8 +305,9 @@ def collect(request: Request) -> dict[str, t.Any]:
     started = time.monotonic()
     judge = Judge()
     table = _procfs.scan(request.proc)
-    snapshot, holders, minors = _read(request, table)
+    snapshot, holders, minors, unread = _read(request, table)
     judge.unknown.extend(snapshot.problems)
+    judge.unknown.extend(unread_reasons(unread, table))
 
     gpus = sorted(snapshot.gpus, key=lambda gpu: gpu.index)
     scope: dict[str, t.Any] = {"container": request.container}

@@ -180,9 +180,10 @@ class Selector:
     def read_gpu_holders(self, table: dict[int, _procfs.Process], plan: Plan) -> None:
         facts_request = _gpu_facts.Request(nvidia_smi_path=self.request.nvidia_smi_path, backend="nvidia_smi",
                                            timeout=min(10.0, (self.request.timeout or 40) / 4), proc=self.request.proc)
-        snapshot, holders = _gpu_facts.read_holders(facts_request, table)
+        snapshot, holders, unread = _gpu_facts.read_holders(facts_request, table)
         if snapshot.problems:
             plan.warnings.append("GPU holders are known from /dev/nvidia* only: " + "; ".join(snapshot.problems))
+        plan.warnings.extend(f"GPU holders may be missing: {reason}" for reason in _gpu_facts.unread_reasons(unread, table))
         for holder in holders.values():
             if holder.process is not None:
                 where = ", ".join(map(str, holder.gpu_indexes)) or "devices " + ", ".join(holder.devices)

@@ -27,6 +27,15 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 KCMP_FILES = 2
 # Deadline of one scan of every process's descriptors (a file on a stalled network filesystem blocks stat()).
 SCAN_TIMEOUT_S = 10.0
+# What a scan may spend on one process, in entries: each thread, descriptor and line of /proc/PID/maps is one (a
+# tenant picks how many it has). A first pass reads every process up to FIRST_PASS_ENTRIES, a second the costly
+# ones up to PROCESS_ENTRIES; a process with more is too costly to read (it may hold a GPU: the verdict is unknown).
+FIRST_PASS_ENTRIES = 4096
+PROCESS_ENTRIES = 1 << 16
+# One process that takes longer to read may have a file open on a stalled network filesystem.
+PROCESS_TIMEOUT_S = 4.0
+# Why a process was not read: access denied, too costly, stalled, or left when the scan's deadline came.
+DENIED, COSTLY, STALLED, NOT_REACHED = "denied", "costly", "stalled", "not reached"
 KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}
 
 NVIDIA_DEVICE = re.compile(r"^/dev/nvidia(?:\d+|ctl|-uvm|-uvm-tools|-modeset|-caps/.+)$")
@@ -411,11 +420,35 @@ def self_and_ancestors(proc: str = PROC) -> dict[int, int]:
     return chain
 
 
-def _tasks(pid: int, proc: str) -> list[int]:
+def _tasks(pid: int, proc: str, budget: _Budget | None = None) -> list[int]:
+    """The TIDs of the process's threads; each costs one entry of the budget (a tenant picks how many there are)."""
+    tids = []
     try:
-        return sorted(int(tid) for tid in os.listdir(f"{proc}/{pid}/task") if tid.isdigit())
-    except (FileNotFoundError, ProcessLookupError):
+        with os.scandir(f"{proc}/{pid}/task") as entries:
+            for entry in entries:
+                if entry.name.isdigit():
+                    if budget is not None:
+                        budget.spend()
+                    tids.append(int(entry.name))
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
         return []
+    return sorted(tids)
+
+
+class TooCostly(GpuOpsError):
+    """A process has more threads, descriptors and mappings than one read of it may cost."""
+
+
+class _Budget:
+    """How many entries (threads, descriptors, lines of maps) a read of one process may still cost."""
+
+    def __init__(self, entries: int) -> None:
+        self.left = entries
+
+    def spend(self, entries: int = 1) -> None:
+        self.left -= entries
+        if self.left < 0:
+            raise TooCostly("more threads, descriptors and mappings than one read may cost")
 
 
 @functools.lru_cache(maxsize=None)
@@ -423,81 +456,113 @@ def _libc() -> t.Any:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _same_files(first: int, second: int, proc: str) -> bool:
-    """Whether two threads share one descriptor table (kcmp KCMP_FILES); False when that cannot be told."""
-    number = KCMP_SYSCALL.get(platform.machine())
-    if proc != PROC or number is None:
-        return False
-    return _libc().syscall(ctypes.c_long(number), ctypes.c_int(first), ctypes.c_int(second),
-                           ctypes.c_int(KCMP_FILES), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+def _compare_files(first: int, second: int) -> int:
+    """kcmp KCMP_FILES of two threads: 0 for one descriptor table, 1 or 2 for the order of two; -1 or 3 when untold."""
+    return int(_libc().syscall(ctypes.c_long(KCMP_SYSCALL[platform.machine()]), ctypes.c_int(first),
+                               ctypes.c_int(second), ctypes.c_int(KCMP_FILES), ctypes.c_ulong(0), ctypes.c_ulong(0)))
 
 
-def descriptor_dirs(pid: int, proc: str = PROC) -> list[str]:
+def _table_order(first: int, second: int) -> int:
+    """A sort order of threads by their descriptor table (kcmp orders tables); threads it cannot tell stay apart."""
+    order = _compare_files(first, second)
+    if order in (0, 1, 2):
+        return (0, -1, 1)[order]
+    return -1 if first < second else 1
+
+
+def _table_holders(tids: list[int], proc: str) -> list[int]:
+    """One thread per distinct descriptor table (all of them where kcmp cannot tell).
+
+    The threads are sorted by their table and neighbours that share one are collapsed: n log n comparisons, not
+    one per pair of threads (a tenant picks the number of threads and of tables)."""
+    if proc != PROC or platform.machine() not in KCMP_SYSCALL:
+        return tids
+    ordered = sorted(tids, key=functools.cmp_to_key(_table_order))
+    distinct = ordered[:1]
+    for tid in ordered[1:]:
+        if _compare_files(distinct[-1], tid) != 0:
+            distinct.append(tid)
+    return sorted(distinct)
+
+
+def descriptor_dirs(pid: int, proc: str = PROC, budget: _Budget | None = None) -> list[str]:
     """The fd directories that hold every descriptor of the process.
 
     Threads usually share the process's table, but a thread may have its own
     (unshare(CLONE_FILES)), and when the main thread has exited (state Z with live
     threads) /proc/PID/fd is empty: then the descriptors are only under task/TID/fd.
-    One directory is read per distinct table (all of them where kcmp cannot tell).
+    One directory is read per distinct table.
     """
-    tids = _tasks(pid, proc)
+    tids = _tasks(pid, proc, budget)
     if len(tids) <= 1:
         return [f"{proc}/{pid}/fd"]
-    tables: list[int] = []
-    for tid in tids:
-        if not any(_same_files(known, tid, proc) for known in tables):
-            tables.append(tid)
-    return [f"{proc}/{pid}/task/{tid}/fd" for tid in tables]
+    return [f"{proc}/{pid}/task/{tid}/fd" for tid in _table_holders(tids, proc)]
 
 
-def _links(pid: int, proc: str) -> list[tuple[str, str]] | None:
+def _links(pid: int, proc: str, budget: _Budget) -> list[tuple[str, str]] | None:
     """(fd path, link text) of every descriptor; readlink() never waits on the file's filesystem, stat() may."""
     links = []
-    for fd_dir in descriptor_dirs(pid, proc):
+    for fd_dir in descriptor_dirs(pid, proc, budget):
         try:
-            entries = os.listdir(fd_dir)
+            with os.scandir(fd_dir) as entries:
+                for entry in entries:
+                    budget.spend()
+                    try:
+                        links.append((entry.path, os.readlink(entry.path)))
+                    except (FileNotFoundError, ProcessLookupError):
+                        continue
         except (FileNotFoundError, ProcessLookupError):
             continue
         except PermissionError:
             return None
-        for entry in entries:
-            try:
-                links.append((f"{fd_dir}/{entry}", os.readlink(f"{fd_dir}/{entry}")))
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            except PermissionError:
-                return None
     return links
 
 
 def open_files(pid: int, proc: str = PROC) -> list[str] | None:
     """Paths of the files the process has open (any of its threads); None when they cannot be read."""
-    links = _links(pid, proc)
+    try:
+        links = _links(pid, proc, _Budget(PROCESS_ENTRIES))
+    except TooCostly:
+        return None
     return None if links is None else [text for _path, text in links]
 
 
-def _maps_text(pid: int, proc: str) -> str:
-    """/proc/PID/maps, read from a live thread when the main thread has exited (its own maps are empty then)."""
-    text = _read_bytes(f"{proc}/{pid}/maps").decode("utf-8", "replace")
+def _read_maps(path: str, budget: _Budget) -> bytes:
+    """One maps file, each line one entry of the budget (a tenant picks how many mappings it has)."""
+    chunks: list[bytes] = []
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            budget.spend(chunk.count(b"\n"))
+            chunks.append(chunk)
+
+
+def _maps_text(pid: int, proc: str, budget: _Budget) -> bytes:
+    """/proc/PID/maps, read from a live thread when the main thread has exited (its own maps are empty then).
+
+    Every thread of a process has the same mappings (threads share one address space): one live thread's is all."""
+    text = _read_maps(f"{proc}/{pid}/maps", budget)
     if text:
         return text
     for tid in _tasks(pid, proc):
         try:
-            text = _read_bytes(f"{proc}/{pid}/task/{tid}/maps").decode("utf-8", "replace")
+            text = _read_maps(f"{proc}/{pid}/task/{tid}/maps", budget)
         except (FileNotFoundError, ProcessLookupError):
             continue
         if text:
             return text
-    return ""
+    return b""
 
 
 def mapped_files(pid: int, proc: str = PROC) -> list[str] | None:
     """Paths the process has mapped into memory (a mmap outlives its fd)."""
     try:
-        text = _maps_text(pid, proc)
+        text = _maps_text(pid, proc, _Budget(PROCESS_ENTRIES)).decode("utf-8", "replace")
     except (FileNotFoundError, ProcessLookupError):
         return []
-    except PermissionError:
+    except (PermissionError, TooCostly):
         return None
     paths = []
     for line in text.splitlines():
@@ -515,7 +580,10 @@ def device_identity(info: os.stat_result) -> tuple[int, ...]:
 
 
 def nvidia_device_files(dev: str = "/dev") -> dict[tuple[int, ...], str]:
-    """The NVIDIA device files of this machine (as this mount namespace sees them), by identity."""
+    """The NVIDIA device files of this machine (as this mount namespace sees them), by identity.
+
+    A device node is known by its device number and also as the very file (its filesystem and inode): that is how
+    /proc/PID/maps names a mapping of it, without a stat()."""
     found: dict[tuple[int, ...], str] = {}
     try:
         names = [name for name in os.listdir(dev) if name.startswith("nvidia")]
@@ -527,9 +595,10 @@ def nvidia_device_files(dev: str = "/dev") -> dict[tuple[int, ...], str]:
         for candidate in paths:
             if NVIDIA_DEVICE.match("/dev/" + candidate[len(dev) + 1:]):
                 try:
-                    found[device_identity(os.stat(candidate))] = "/dev/" + candidate[len(dev) + 1:]
+                    info = os.stat(candidate)
                 except OSError:
                     continue
+                found[device_identity(info)] = found[(1, info.st_dev, info.st_ino)] = "/dev/" + candidate[len(dev) + 1:]
     return found
 
 
@@ -540,19 +609,65 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def nvidia_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str = PROC) -> list[str] | None:
-    """This machine's NVIDIA device files the process has open (named as here); None when unreadable.
+def _mapped_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str, budget: _Budget) -> set[str] | None:
+    """The devices of `devices` the process has mapped (a CUDA context maps /dev/nvidiactl and /dev/nvidiaN, and a
+    mapping keeps the device file open after its descriptor is closed); None when the maps cannot be read.
 
-    An open file counts only when it is one of `devices`: another mount namespace may
-    have its own file called /dev/nvidia0 that is not a GPU of this machine (even one
-    on a stalled FUSE mount: run this under a deadline, see `bounded`).
+    A mapping is known by the filesystem and inode its line carries, whatever the name a container gives the file;
+    one of a file named like an NVIDIA device that is not one of these (a node a container made itself) is told by
+    the device number of the mapped file (map_files, a stat() that needs root).
     """
-    links = _links(pid, proc)
+    try:
+        text = _maps_text(pid, proc, budget)
+    except (FileNotFoundError, ProcessLookupError):
+        return set()
+    except PermissionError:
+        return None
+    nodes = {key[1:]: name for key, name in devices.items() if key[0] == 1}
+    tokens = [f" {os.major(node[0]):02x}:{os.minor(node[0]):02x} {node[1]} ".encode() for node in nodes]
+    if b" /dev/nvidia" not in text and not any(token in text for token in tokens):
+        return set()  # the common case, decided at C speed
+    found: set[str] = set()
+    known: dict[tuple[int, int], str | None] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5 or parts[4] == b"0" or b":" not in parts[3]:
+            continue
+        major, minor = (int(part, 16) for part in parts[3].split(b":", 1))
+        node = (os.makedev(major, minor), int(parts[4]))
+        if node not in known:
+            known[node] = nodes.get(node)
+            path = parts[5].decode("utf-8", "replace").removesuffix(" (deleted)") if len(parts) == 6 else ""
+            if known[node] is None and NVIDIA_DEVICE.match(path):
+                try:
+                    info = os.stat(f"{proc}/{pid}/map_files/{parts[0].decode('ascii', 'replace')}")
+                except (FileNotFoundError, ProcessLookupError):
+                    continue
+                except PermissionError:
+                    return None
+                known[node] = devices.get(device_identity(info))
+        name = known[node]
+        if name:
+            found.add(name)
+    return found
+
+
+def nvidia_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str = PROC,
+                   budget: int = PROCESS_ENTRIES) -> list[str] | None:
+    """This machine's NVIDIA device files the process holds open or mapped (named as here); None when unreadable.
+
+    A descriptor counts only when it is one of `devices`: another mount namespace may
+    have its own file called /dev/nvidia0 that is not a GPU of this machine (even one
+    on a stalled FUSE mount: run this under a deadline, see `scan_each`). Raises
+    TooCostly when the process has more than `budget` threads, descriptors and mappings.
+    """
+    spend = _Budget(budget)
+    links = _links(pid, proc, spend)
     if links is None:
         return None
     found = set()
     for path, text in links:
-        if not NVIDIA_DEVICE.match(text):
+        if not NVIDIA_DEVICE.match(text.removesuffix(" (deleted)")):
             continue
         try:
             name = devices.get(device_identity(os.stat(path)))
@@ -562,14 +677,73 @@ def nvidia_devices(pid: int, devices: t.Mapping[tuple[int, ...], str], proc: str
             continue
         if name:
             found.add(name)
-    return sorted(found)
+    mapped = _mapped_devices(pid, devices, proc, spend)
+    return None if mapped is None else sorted(found | mapped)
 
 
-def nvidia_devices_of(pids: t.Iterable[int], devices: t.Mapping[tuple[int, ...], str],
-                      proc: str = PROC, timeout: float = SCAN_TIMEOUT_S) -> dict[int, list[str] | None]:
-    """nvidia_devices of every process, read under one deadline (see `bounded_each`)."""
-    return bounded_each(lambda pid: nvidia_devices(pid, devices, proc), list(pids),
-                        "reading which processes have /dev/nvidia* open", timeout)
+def holds_no_files(process: Process) -> bool:
+    """A kernel thread, or a process that has exited (a zombie): it has no descriptor and no mapping to read."""
+    return process.is_kernel_thread or (process.state in ("Z", "X") and process.threads <= 1)
+
+
+def _gone(pid: int, proc: str) -> bool:
+    process = read_process(pid, proc)
+    return process is None or holds_no_files(process)
+
+
+def nvidia_devices_of(table: t.Mapping[int, Process], devices: t.Mapping[tuple[int, ...], str],
+                      proc: str = PROC, timeout: float = SCAN_TIMEOUT_S) -> tuple[dict[int, list[str]], dict[int, str]]:
+    """nvidia_devices of every process of the table that can hold files, read by `scan_each`; and the processes that
+    could not be read, with why (DENIED, COSTLY, STALLED, NOT_REACHED)."""
+    def work(pid: int, budget: int) -> t.Any:
+        try:
+            found = nvidia_devices(pid, devices, proc, budget)
+        except TooCostly:
+            return COSTLY
+        if found is None:
+            return [] if _gone(pid, proc) else DENIED  # an exiting process refuses access to its files
+        return found
+    pids = [pid for pid, process in sorted(table.items()) if not holds_no_files(process)]
+    return scan_each(work, pids, timeout)
+
+
+def scan_each(work: t.Callable[[int, int], t.Any], pids: t.Sequence[int],
+              timeout: float = SCAN_TIMEOUT_S) -> tuple[dict[int, t.Any], dict[int, str]]:
+    """work(pid, budget) for every process, bounded per process, in isolated children under one deadline.
+
+    work returns COSTLY when the process has more entries than `budget`, DENIED when it may not be read. A first
+    pass reads every process with a small budget, a second the costly ones with the whole PROCESS_ENTRIES: what
+    one process costs never keeps the others from being read. A process that takes longer than PROCESS_TIMEOUT_S
+    (a stalled file) is STALLED and the scan goes on with the next; what the deadline leaves is NOT_REACHED.
+    Returns the results of the processes read, and pid -> why for the others (never silently left out).
+    """
+    deadline = time.monotonic() + timeout
+    found: dict[int, t.Any] = {}
+    unread: dict[int, str] = {}
+    costly = _scan_pass(work, pids, FIRST_PASS_ENTRIES, deadline, found, unread)
+    unread.update(dict.fromkeys(_scan_pass(work, costly, PROCESS_ENTRIES, deadline, found, unread), COSTLY))
+    return found, unread
+
+
+def _scan_pass(work: t.Callable[[int, int], t.Any], pids: t.Sequence[int], budget: int, deadline: float,
+               found: dict[int, t.Any], unread: dict[int, str]) -> list[int]:
+    """One pass of scan_each; returns the processes that cost more than `budget`."""
+    results, skipped, reached = _bounded.map_within(lambda pid: work(pid, budget), pids, PROCESS_TIMEOUT_S,
+                                                    deadline - time.monotonic(), isolate=True)
+    stalled = set(skipped)
+    costly = []
+    for index, (pid, result) in enumerate(zip(pids, results)):
+        if index >= reached:
+            unread[pid] = NOT_REACHED
+        elif index in stalled:
+            unread[pid] = STALLED
+        elif result == COSTLY:
+            costly.append(pid)
+        elif result == DENIED:
+            unread[pid] = DENIED
+        else:
+            found[pid] = result
+    return costly
 
 
 def bounded_each(work: t.Callable[[int], t.Any], pids: t.Sequence[int], what: str,
@@ -662,18 +836,20 @@ def files_in_use(pid: int, names: t.Collection[str], proc: str = PROC) -> set[tu
 
     Only descriptors whose link text ends in one of the names are stat()ed: a stat may
     block on a stalled network filesystem, a readlink never does. Maps carry the
-    device and inode in their text. None when the process cannot be read.
+    device and inode in their text. None when the process cannot be read, or costs
+    more than PROCESS_ENTRIES threads, descriptors and mappings to read.
     """
-    links = _links(pid, proc)
+    budget = _Budget(PROCESS_ENTRIES)
+    try:
+        links = _links(pid, proc, budget)
+        text = _maps_text(pid, proc, budget) if links is not None else b""
+    except (FileNotFoundError, ProcessLookupError):
+        links, text = [], b""
+    except (PermissionError, TooCostly):
+        return None
     if links is None:
         return None
     used: set[tuple[int, int]] = set()
-    try:
-        text = _maps_text(pid, proc)
-    except (FileNotFoundError, ProcessLookupError):
-        text = ""
-    except PermissionError:
-        return None
     for path, link in links:
         if link.startswith("/") and os.path.basename(link.removesuffix(" (deleted)")) in names:
             try:
@@ -683,8 +859,8 @@ def files_in_use(pid: int, names: t.Collection[str], proc: str = PROC) -> set[tu
             used.add((info.st_dev, info.st_ino))
     for line in text.splitlines():
         parts = line.split(None, 5)
-        if len(parts) >= 5 and parts[4] != "0":
-            major, minor = (int(part, 16) for part in parts[3].split(":"))
+        if len(parts) >= 5 and parts[4] != b"0":
+            major, minor = (int(part, 16) for part in parts[3].split(b":"))
             used.add((os.makedev(major, minor), int(parts[4])))
     return used
 

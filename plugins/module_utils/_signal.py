@@ -11,8 +11,10 @@ their targets are stopped with systemctl once the manager confirms the cgroup.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import resource
 import select
 import signal
 import time
@@ -26,6 +28,8 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 D_STATE_KILL_AFTER_S = 3.0
 D_STATE_UNKILLABLE_AFTER_S = 3.0
 D_STATE_CHECK_S = 0.5
+# Descriptors that pinning leaves free for what the stop still opens (/proc files, pipes, the programs it runs).
+SPARE_DESCRIPTORS = 64
 # C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -77,6 +81,8 @@ class Executor:
         self.grace_deadline = min(self.started + float(request.grace_period or 0), self.grace_cap)
         self.targets: list[Target] = []
         self.d_state = DStateWatch()
+        # The descriptor limit as it was before pinning raised it (None: not raised), put back by close().
+        self.descriptor_limit: tuple[int, int] | None = None
 
     def grace_of(self, target: Target) -> float:
         """This target's grace period: its own (the preset's that selected it), else the request's."""
@@ -87,12 +93,26 @@ class Executor:
         return min(self.started + self.grace_of(target), self.grace_cap)
 
     def pin(self, target: Target) -> bool:
-        """Open a pidfd and make sure it is still the process we planned for (not a reused PID)."""
+        """Open a pidfd and make sure it is still the process we planned for (not a reused PID).
+
+        One pidfd per target stays open until close(): the soft descriptor limit is raised to the hard one first
+        (1024, a common soft limit, is fewer than the targets a host may have). A target that cannot be pinned
+        even then is never signalled; it is a survivor that says why.
+        """
+        if self.descriptor_limit is None:
+            self.descriptor_limit = raise_descriptor_limit()
         try:
             pidfd = os.pidfd_open(target.process.pid)
         except ProcessLookupError:
             target.exited_at = time.monotonic()
             return False
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            return _unpinnable(target, os.strerror(error.errno))
+        if pidfd >= resource.getrlimit(resource.RLIMIT_NOFILE)[0] - SPARE_DESCRIPTORS:
+            os.close(pidfd)  # the stop still opens files and pipes: keep room for them
+            return _unpinnable(target, f"fewer than {SPARE_DESCRIPTORS} descriptors would be left")
         if _procfs.start_ticks(target.process.pid, self.request.proc) != target.process.start_ticks:
             os.close(pidfd)
             target.exited_at = time.monotonic()
@@ -168,6 +188,27 @@ class Executor:
             if target.pidfd is not None:
                 os.close(target.pidfd)
                 target.pidfd = None
+        if self.descriptor_limit is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, self.descriptor_limit)
+            self.descriptor_limit = None
+
+
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise this process's soft limit of open descriptors to its hard limit; return the limits as they were."""
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft, hard = limits
+    if hard != resource.RLIM_INFINITY and soft != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (OSError, ValueError):
+            pass  # the soft limit stays: pinning reports what it cannot pin
+    return limits
+
+
+def _unpinnable(target: Target, why: str) -> bool:
+    target.failure = (f"not signalled: no descriptor left to pin it ({why}; descriptor limit "
+                      f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]})")
+    return False
 
 
 def exited(pidfd: int) -> bool:

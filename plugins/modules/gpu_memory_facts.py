@@ -11,17 +11,18 @@ short_description: Report what every NVIDIA GPU holds, who holds it, and whether
 version_added: 0.1.0
 description:
   - Reads every GPU's memory and health with C(nvidia-smi) (at most two calls, run side by side) or NVML,
-    finds the processes that hold GPU memory or have C(/dev/nvidia*) open, and judges the host.
+    finds the processes that hold GPU memory or have C(/dev/nvidia*) open or mapped, and judges the host.
   - The verdict is V(clean), V(busy) or V(unknown), with readable reasons. It is never V(clean) when
     C(nvidia-smi) failed, hung, is missing, printed anything it could not parse, or listed fewer GPUs than
-    O(expected_gpu_count).
+    O(expected_gpu_count), nor when any process's open files and mappings could not be read (a run without root,
+    a process too costly to read, a stalled file); each such process is named in the reasons.
   - V(clean) means every GPU in scope uses at most O(idle_threshold_mib) and no process other than
     protected GPU infrastructure (C(nvidia-persistenced), DCGM, fabric manager, ...) holds a GPU.
   - Problems on the GPU side do not fail the task; they make the verdict V(unknown) so playbooks can decide.
     Only bad arguments fail it.
-  - The driver reports host PIDs. A PID is attributed to a local process only if that process really has a
-    C(/dev/nvidia*) device open and its name agrees, so a same-numbered process in a container is never
-    mistaken for the holder.
+  - The driver reports PIDs of the host's initial PID namespace. There a listed PID is the local process of that
+    number (when its name agrees); in any other PID namespace only if that process really has a C(/dev/nvidia*)
+    device open or mapped, so a same-numbered process in a container is never mistaken for the holder.
 author:
   - Gpuops Hygiene Maintainers (@gpuops)
 attributes:
@@ -62,6 +63,7 @@ requirements:
   - nvidia-smi or libnvidia-ml (the NVIDIA driver) on the managed host
 notes:
   - Reading other users' open files needs root; run with O(ignore:become=true) where the connecting user is not root.
+    Without it the verdict is V(unknown), naming how many processes could not be read.
 seealso:
   - module: gpuops.hygiene.inference_server_kill
 """
@@ -180,7 +182,7 @@ ansible_facts:
             clean: {description: "This GPU alone would be judged clean.", type: bool}
         holders:
           description:
-            - "Processes that hold GPU memory (listed by the driver) or have C(/dev/nvidia*) open."
+            - "Processes that hold GPU memory (listed by the driver) or have C(/dev/nvidia*) open or mapped."
           type: list
           elements: dict
           returned: always
@@ -203,7 +205,7 @@ ansible_facts:
             wchan: {description: "Kernel function the process waits in, for processes in state D.", type: str}
             gpus: {description: "GPUs held, with C(index) and C(used_mib) (0 for device-file holders).", type: list, elements: dict}
             used_mib_total: {description: "Memory held on all GPUs.", type: int}
-            devices: {description: "The C(/dev/nvidia*) files the process has open.", type: list, elements: str}
+            devices: {description: "The C(/dev/nvidia*) files the process has open or mapped.", type: list, elements: str}
             listed_by_driver: {description: "The driver lists the process as holding GPU memory.", type: bool}
             protected: {description: "The process is GPU infrastructure (see O(protect)).", type: bool}
             in_scope: {description: "The process belongs to the container in O(container) (always true without it).", type: bool}

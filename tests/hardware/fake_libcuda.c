@@ -2,7 +2,8 @@
  * fake_libcuda.c: the few CUDA driver API calls tests/hardware/gpu_check.py makes, for a gpusim host.
  *
  * It holds GPU memory the way the simulator's engines do (gpusim.engines.hold_gpu): a context opens
- * /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidiaN, and cuMemAlloc asks the host's simulated driver
+ * /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidiaN and maps /dev/nvidiactl and /dev/nvidiaN (as libcuda
+ * does: rw-s lines of /proc/PID/maps), and cuMemAlloc asks the host's simulated driver
  * (/run/gpusim/driver.sock, one JSON line) to allocate; the driver frees it when the process exits.
  * CUDA device N is the N-th /dev/nvidiaM the process sees, by minor, as CUDA enumerates them.
  *
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -85,6 +87,12 @@ EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
     return CUDA_SUCCESS;
 }
 
+/* A shared mapping of a device file: it keeps the file open even once its descriptor is closed. */
+static CUresult map_device(int fd) {
+    return mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED ? CUDA_ERROR_UNKNOWN
+                                                                                    : CUDA_SUCCESS;
+}
+
 /* A context keeps the device files open for the life of the process, as libcuda does. */
 static CUresult open_context(CUdevice device, CUcontext *context) {
     char path[64];
@@ -95,11 +103,17 @@ static CUresult open_context(CUdevice device, CUcontext *context) {
     if (!context || device < 0 || device >= device_count)
         return CUDA_ERROR_INVALID_DEVICE;
     if (!contexts[device]) {
-        for (index = 0; index < 2; index++)
-            if (open(shared[index], O_RDWR | O_CLOEXEC) < 0)
+        int control = -1, gpu;
+        for (index = 0; index < 2; index++) {
+            int fd = open(shared[index], O_RDWR | O_CLOEXEC);
+            if (fd < 0)
                 return CUDA_ERROR_UNKNOWN;
+            if (index == 0)
+                control = fd;
+        }
         snprintf(path, sizeof(path), "/dev/nvidia%d", minors[device]);
-        if (open(path, O_RDWR | O_CLOEXEC) < 0)
+        gpu = open(path, O_RDWR | O_CLOEXEC);
+        if (gpu < 0 || map_device(control) != CUDA_SUCCESS || map_device(gpu) != CUDA_SUCCESS)
             return CUDA_ERROR_UNKNOWN;
         contexts[device] = 1;
     }

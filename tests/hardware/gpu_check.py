@@ -13,8 +13,11 @@ checkout (the code the modules run) and:
   3. reads the host with gpu_memory_facts through nvidia-smi and through NVML (nvidia-ml-py when
      importable, else straight ctypes on libnvidia-ml.so.1) and compares busy, PIDs and MiB;
   4. stops the holders with inference_server_kill and times the release lag (last holder gone ->
-     memory back to idle), holds again and runs gpu_host_reset, then reads: clean;
-  5. measures one nvidia-smi query and one NVML read;
+     memory back to idle), holds again and runs gpu_host_reset;
+  5. holds once more from a child that closes every /dev/nvidia* descriptor of its context: does the
+     memory stay, does gpu_memory_facts name the process (by its mappings), does gpu_holders stop it?
+     Then reads: clean;
+  6. measures one nvidia-smi query and one NVML read;
 
 and leaves nothing running whatever happens (children die with it: a pipe and PR_SET_PDEATHSIG).
 Exit 0 when every check passed, 1 otherwise, 2 when it could not run at all.
@@ -60,8 +63,26 @@ def _cuda(call: str, result: int) -> None:
         raise RuntimeError(f"{call} returned CUDA error {result}")
 
 
-def hold(device: int, mib: int) -> int:
-    """Child: allocate `mib` MiB on CUDA device `device`, say 'ready', live until the parent goes."""
+def close_device_descriptors() -> int:
+    """Close every descriptor of /dev/nvidia* this process has (the context's mappings stay); how many there were."""
+    closed = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("/dev/nvidia"):
+            os.close(int(name))
+            closed += 1
+    return closed
+
+
+def hold(device: int, mib: int, close_descriptors: bool = False) -> int:
+    """Child: allocate `mib` MiB on CUDA device `device`, say 'ready', live until the parent goes.
+
+    With close_descriptors, every descriptor of /dev/nvidia* is closed once the memory is allocated: only the
+    context's mappings of the device files are left (what the check then asks: does the memory stay, is the process
+    still found and stopped?)."""
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() == 1:
         return 1
@@ -73,6 +94,8 @@ def hold(device: int, mib: int) -> int:
     _cuda("cuDevicePrimaryCtxRetain", cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle))
     _cuda("cuCtxSetCurrent", cuda.cuCtxSetCurrent(context))
     _cuda("cuMemAlloc_v2", cuda.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(mib * MIB)))
+    if close_descriptors and not close_device_descriptors():
+        raise RuntimeError("the CUDA context has no /dev/nvidia* descriptor to close")
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     sys.stdin.read()               # EOF when the parent exits, however it exits
@@ -86,13 +109,14 @@ class Holders:
         self.children: list[subprocess.Popen] = []
         self.exited_at: dict[int, float] = {}
 
-    def start(self, devices: list[int], mib: int, timeout: float) -> list[int]:
+    def start(self, devices: list[int], mib: int, timeout: float, close_descriptors: bool = False) -> list[int]:
         env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")
         env.pop("CUDA_VISIBLE_DEVICES", None)
         started = []
+        closing = ["--close-descriptors"] if close_descriptors else []
         for device in devices:
-            child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--hold", str(device), "--mib", str(mib)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+            child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--hold", str(device), "--mib", str(mib),
+                                      *closing], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
             self.children.append(child)
             threading.Thread(target=self._reap, args=(child,), daemon=True).start()
             started.append(child)
@@ -224,6 +248,7 @@ class Check:
         self.kill_and_time(devices, pids)
         pids = self.holders.start(devices, self.args.mib, self.args.hold_timeout)
         self.host_reset(pids)
+        self.descriptors_closed(devices[:1])
         for backend in ("nvidia_smi", "nvml"):
             if backend == "nvml" and not self.lib["nvml"].binding_available():
                 continue
@@ -320,6 +345,49 @@ class Check:
         self.record("gpu_host_reset stops the holders and ends clean", outcome["verdict"] == "clean" and
                     killed == sorted(pids), message=result["msg"], killed=killed)
 
+    def descriptors_closed(self, devices: list[int]) -> None:
+        """A context whose descriptors are closed: its memory stays (the mappings keep the device files open), and
+        gpu_memory_facts still names the process, by its mappings, and gpu_holders stops it."""
+        (pid,) = self.holders.start(devices, self.args.mib, self.args.hold_timeout, close_descriptors=True)
+        facts = self.facts("nvidia_smi")
+        held = holders_view(facts).get(str(devices[0]), {}).get(str(pid), 0)
+        mapped = _mapped_devices(pid)
+        self.record("memory stays with the context's descriptors closed", held >= self.args.mib, pid=pid, held_mib=held,
+                    open_device_descriptors=_open_devices(pid), mapped_devices=mapped)
+        holder = next((entry for entry in facts["holders"] if entry["pid"] == pid), None)
+        self.record("a holder with its descriptors closed is named by its mappings",
+                    facts["verdict"] == "busy" and holder is not None and holder["visible"] and bool(holder["devices"]),
+                    holder=holder, reasons=facts["reasons"])
+        result = self.lib["kill"].run(self.lib["kill"].Request(gpu_holders=True), self.log)
+        killed = sorted(entry["pid"] for entry in result["killed"])
+        deadline = time.monotonic() + 10
+        while pid not in self.holders.exited_at and time.monotonic() < deadline:
+            time.sleep(0.01)
+        lag, _reads = self.wait_idle(devices, self.holders.exited_at.get(pid, time.monotonic()))
+        self.record("gpu_holders stops a holder with its descriptors closed and its memory comes back",
+                    killed == [pid] and not result["survivors"] and lag is not None, killed=killed, release_lag_s=lag)
+
+
+def _open_devices(pid: int) -> list[str]:
+    found = []
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            found.append(os.readlink(f"/proc/{pid}/fd/{name}"))
+        except OSError:
+            continue
+    return sorted(target for target in found if target.startswith("/dev/nvidia"))
+
+
+def _mapped_devices(pid: int) -> list[str]:
+    """The /dev/nvidia* files the process maps, each with how many mappings of it there are."""
+    counts: dict[str, int] = {}
+    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].strip().startswith("/dev/nvidia"):
+                counts[parts[5].strip()] = counts.get(parts[5].strip(), 0) + 1
+    return [f"{path} x{count}" for path, count in sorted(counts.items())]
+
 
 def holders_view(facts: dict) -> dict[str, dict[str, int]]:
     """GPU index -> {pid: MiB} of the processes the driver lists, from gpu_memory_facts."""
@@ -341,6 +409,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle-tolerance-mib", type=int, default=4, help="MiB over the idle reading still idle")
     parser.add_argument("--deadline", type=int, default=270, help="seconds the whole check may take (default 270)")
     parser.add_argument("--hold", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--close-descriptors", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -351,7 +420,7 @@ def _deadline_passed(_signum: int, _frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.hold is not None:
-        return hold(args.hold, args.mib)
+        return hold(args.hold, args.mib, args.close_descriptors)
     started = time.monotonic()
     report: dict = {"tool": "tests/hardware/gpu_check.py", "checkout": CHECKOUT, "hostname": os.uname().nodename,
                     "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": sys.version.split()[0]}

@@ -60,6 +60,14 @@ def test_the_check_passes_on_an_idle_host(sim, binding):
     assert agreement["reader"] == ("nvidia-ml-py" if binding else "ctypes")
     assert agreement["nvml"] == agreement["nvidia_smi"] and len(agreement["nvml"]) == 2
     assert all(list(holders.values()) == [2048] for holders in agreement["nvml"].values())
+    # A context whose descriptors are closed: the fake libcuda maps the device files as libcuda does.
+    closed = found["memory stays with the context's descriptors closed"]
+    assert closed["ok"] and closed["open_device_descriptors"] == [] and closed["held_mib"] == 2048
+    assert [entry.split(" x")[0] for entry in closed["mapped_devices"]] == ["/dev/nvidia0", "/dev/nvidiactl"]
+    named = found["a holder with its descriptors closed is named by its mappings"]
+    assert named["ok"] and named["holder"]["pid"] == closed["pid"] and named["holder"]["listed_by_driver"]
+    assert found["gpu_holders stops a holder with its descriptors closed and its memory comes back"]["killed"] == \
+        [closed["pid"]]
     measured = report["measured"]
     # The simulated driver frees memory LAG_S after the holder exits: the check must not see it sooner.
     assert LAG_S <= measured["release_lag_s"] < LAG_S + 30

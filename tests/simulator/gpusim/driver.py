@@ -109,23 +109,37 @@ class Driver:
         self.leaked[gpu] = self.leaked.get(gpu, 0) + mib
 
     def _device_users(self, gpu: int, exclude: int) -> list[int]:
+        """Processes that hold the GPU's device file open, by a descriptor or by a mapping (which keeps it open)."""
         device = f"/dev/nvidia{self.minor_of(gpu)}"
+        try:
+            info = os.stat(device)
+            node: str | None = f" {os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x} {info.st_ino} "
+        except FileNotFoundError:
+            node = None  # no such file here: nothing can map it
         users = []
         for entry in os.listdir(self.proc):
-            if not entry.isdigit() or int(entry) == exclude:
-                continue
+            if entry.isdigit() and int(entry) != exclude and self._holds(int(entry), device, node):
+                users.append(int(entry))
+        return users
+
+    def _holds(self, pid: int, device: str, node: str | None) -> bool:
+        try:
+            fds = os.listdir(f"{self.proc}/{pid}/fd")
+        except OSError:
+            return False
+        for fd in fds:
             try:
-                fds = os.listdir(f"{self.proc}/{entry}/fd")
+                if os.readlink(f"{self.proc}/{pid}/fd/{fd}") == device:
+                    return True
             except OSError:
                 continue
-            for fd in fds:
-                try:
-                    if os.readlink(f"{self.proc}/{entry}/fd/{fd}") == device:
-                        users.append(int(entry))
-                        break
-                except OSError:
-                    continue
-        return users
+        if node is None:
+            return False
+        try:
+            with open(f"{self.proc}/{pid}/maps", encoding="utf-8", errors="replace") as handle:
+                return node in handle.read()
+        except OSError:
+            return False
 
     def reset(self, gpu: int, requester: int) -> bool:
         """Clear leaked memory of a GPU, unless anything still uses it."""

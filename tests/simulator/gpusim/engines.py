@@ -73,15 +73,18 @@ def visible_gpus() -> list[int]:
     return sorted(int(name[6:]) for name in os.listdir("/dev") if name.startswith("nvidia") and name[6:].isdigit())
 
 
-def hold_gpu(device: int, mib: int) -> None:
+def hold_gpu(device: int, mib: int, mapped_only: bool = False) -> None:
     """Open the device files like a CUDA context on CUDA device `device` does, then allocate.
 
-    With the knob load_s the memory is claimed in load_steps allocations spread over that many seconds, as weights
-    are copied to the GPU shard by shard.
-    """
+    A CUDA context also maps /dev/nvidiactl and /dev/nvidiaN (rw-s lines of /proc/PID/maps, as quoted in
+    horovod/horovod#671 and PaddlePaddle/Paddle#13306); with mapped_only the descriptors are then closed and
+    only the mappings hold the device, as a process that closes every descriptor it inherited or opened does (the
+    driver keeps the memory: the mappings keep the device files open). With the knob load_s the memory is claimed in
+    load_steps allocations spread over that many seconds, as weights are copied to the GPU shard by shard."""
     minor = visible_gpus()[device]
-    for path in ("/dev/nvidiactl", "/dev/nvidia-uvm", f"/dev/nvidia{minor}"):
-        _KEEP.append(os.open(path, os.O_RDWR))
+    opened = [os.open(path, os.O_RDWR) for path in ("/dev/nvidiactl", "/dev/nvidia-uvm", f"/dev/nvidia{minor}")]
+    for fd in (opened[0], opened[2]):
+        _map_descriptor(fd, 4096)
     load_s = float(knob("load_s", 0))
     steps = max(1, int(knob("load_steps", 4))) if load_s > 0 else 1
     for step in range(steps):
@@ -90,21 +93,33 @@ def hold_gpu(device: int, mib: int) -> None:
         driver_request({"op": "alloc", "minor": minor, "mib": mib // steps + (mib % steps if step == 0 else 0)})
     if load_s > 0:
         time.sleep(load_s / steps)
+    if mapped_only:
+        for fd in opened:
+            os.close(fd)
+    else:
+        _KEEP.extend(opened)
+
+
+def _map_descriptor(fd: int, size: int) -> None:
+    """mmap(MAP_SHARED) of an open file, without the duplicate descriptor Python's mmap keeps."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    address = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+    if address in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), f"mmap of descriptor {fd}")
 
 
 def map_file(path: str, size: int, create: bool = False) -> None:
     """Map a file and close its descriptor: only /proc/PID/maps still shows it (Python's mmap keeps a dup)."""
     flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
     fd = os.open(path, flags, 0o600)
-    if create:
-        os.ftruncate(fd, size)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    address = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
-    os.close(fd)
-    if address in (None, ctypes.c_void_p(-1).value):
-        raise OSError(ctypes.get_errno(), f"mmap {path}")
+    try:
+        if create:
+            os.ftruncate(fd, size)
+        _map_descriptor(fd, size)
+    finally:
+        os.close(fd)
 
 
 def make_shm(prefix: str, size: int = 1 << 20) -> str:
@@ -642,14 +657,16 @@ def holder(argv: list[str]) -> None:
     parser.add_argument("--gpus", default="", help="comma-separated GPU indexes")
     parser.add_argument("--mib", type=int, default=0)
     parser.add_argument("--devices-only", action="store_true")
+    parser.add_argument("--mapped-only", action="store_true", help="hold the GPUs by mappings, descriptors closed")
     args = parser.parse_known_args(argv)[0]
     proctitle.set_argv(args.title.split(" "))
     for gpu in [int(gpu) for gpu in args.gpus.split(",") if gpu]:
         if args.devices_only:
             _KEEP.append(os.open(f"/dev/nvidia{visible_gpus()[gpu]}", os.O_RDWR))
         else:
-            hold_gpu(gpu, args.mib)
-    _KEEP.append(os.open("/dev/nvidiactl", os.O_RDWR))
+            hold_gpu(gpu, args.mib, mapped_only=args.mapped_only)
+    if not args.mapped_only:
+        _KEEP.append(os.open("/dev/nvidiactl", os.O_RDWR))
     on_sigterm("parent", _exit_after_delay)
     sleep_forever()
 

@@ -445,11 +445,15 @@ def define_unit(name: str, unit: str, argv: t.Sequence[str], restart_s: float = 
 
 
 def start_holder(name: str, title: str, gpus: t.Sequence[int] = (), mib: int = 0, devices_only: bool = False,
-                 container: str | None = None, knobs: dict | None = None) -> int:
+                 container: str | None = None, knobs: dict | None = None, mapped_only: bool = False) -> int:
+    """A process titled `title` holding `mib` MiB on each GPU (devices_only: only the device files open; mapped_only:
+    the device files mapped and every descriptor of them closed)."""
     argv = ["python3", "-m", "gpusim.engines", "holder", "--title", title, "--gpus", ",".join(map(str, gpus)),
             "--mib", str(mib), "-" * 120]
     if devices_only:
         argv.insert(-1, "--devices-only")
+    if mapped_only:
+        argv.insert(-1, "--mapped-only")
     return start_detached(name, argv, container=container, knobs=knobs)
 
 

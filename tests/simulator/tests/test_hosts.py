@@ -305,6 +305,20 @@ def test_gpu_reset_is_refused_while_in_use_and_clears_leaks(sim):
     assert used_mib(host) == [0, 0, 0, 100, 0, 0, 0, 0]
 
 
+def test_a_holder_that_keeps_only_mappings_keeps_its_memory_and_its_gpu_in_use(sim):
+    """A CUDA context maps /dev/nvidiactl and /dev/nvidiaN; with its descriptors closed the mappings still hold both."""
+    host = sim.host(gpus=2)
+    holder = fleet.start_holder(host, "python3 train.py", gpus=[1], mib=4096, mapped_only=True)
+    wait_holders(host, 1)
+    shown = fleet.run(host, ["sh", "-c", f"ls -l /proc/{holder}/fd; cat /proc/{holder}/maps"]).stdout
+    assert " -> /dev/nvidia" not in shown
+    assert re.search(r" rw-s 00000000 [0-9a-f]+:[0-9a-f]+ \d+ +/dev/nvidia1$", shown, re.M), shown
+    assert re.search(r" rw-s 00000000 [0-9a-f]+:[0-9a-f]+ \d+ +/dev/nvidiactl$", shown, re.M), shown
+    assert fleet.gpu_state(host)["used_mib"] == {"1": 4096}
+    refused = fleet.run(host, ["nvidia-smi", "--gpu-reset", "-i", "1"], check=False)
+    assert (refused.returncode, refused.stdout) == (255, RESET_REFUSED.format(bus=BUSES[1]))
+
+
 # --- faults on a live host ----------------------------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import time
 
 import pytest
@@ -81,3 +82,29 @@ def test_an_isolated_map_keeps_only_its_answer_pipe(tmp_path):
         os.close(keep)
     assert keep not in seen and len(seen) <= 5  # 0-2 on /dev/null, the answer pipe, the listing itself
     assert inherited, "without isolate the child shares the caller's descriptors"
+
+
+def test_a_child_answers_through_a_descriptor_numbered_above_1024():
+    """select() takes no descriptor numbered 1024 or more; a stop that pinned a thousand targets has such numbers."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 1200:
+        pytest.skip("the hard descriptor limit is below 1200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _filler in range(1100)]
+    try:
+        assert _bounded.call(lambda: "answer", timeout=5) == "answer"
+        assert _bounded.map_each(str.upper, ["a", "b"], 5, 5) == (["A", "B"], [])
+        assert _bounded.map_within(str.upper, ["a", "b"], 5, 5) == (["A", "B"], [], 2)
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_map_within_skips_a_slow_item_and_stops_at_its_deadline_without_failing():
+    results, skipped, reached = _bounded.map_within(_slow_on_x, ["a", "x", "b"], 0.3, 5)
+    assert results == ["A", None, "B"] and skipped == [1] and reached == 3
+    started = time.monotonic()
+    results, skipped, reached = _bounded.map_within(_slow_on_x, ["a", "b", "x", "c"], 5, 0.5)
+    assert results[:2] == ["A", "B"] and skipped == [] and reached == 2
+    assert time.monotonic() - started < 3

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 from gpusim.profiles import gpu_identities
+from gpusim.testing import start_sleeper, stop
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _procfs, _snapshot
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
@@ -92,3 +96,47 @@ def test_holders_out_of_reach_are_confirmed_by_the_next_read_at_once(monkeypatch
     facts = _gpu_facts.collect_until_clean(_gpu_facts.Request(poll_interval=1.0, wait_for=60))
     assert facts["settled_because"] == "out_of_scope" and facts["polls"] == 3
     assert len(sleeps) == 2 and sleeps[0] > 0.5 and sleeps[1] == 0
+
+
+def _listed(pid, name):
+    gpu = _snapshot.GpuRow(index=0, uuid="GPU-unit-0", memory_used_mib=2048)
+    return _snapshot.Snapshot(gpus=[gpu], processes=[_snapshot.GpuProcess("GPU-unit-0", pid, 2048, name)])
+
+
+@pytest.mark.parametrize("drivers_namespace", [True, False], ids=["initial_namespace", "nested_namespace"])
+def test_a_listed_process_with_no_device_open_is_the_holder_only_in_the_drivers_pid_namespace(
+        drivers_namespace, proc_view):
+    """The driver lists PIDs of the initial PID namespace (the only one that shows kernel threads): there the listed
+    process is the one with that PID, whatever it has open (an MPS client holds no device file itself)."""
+    sleeper = start_sleeper("gpu-facts-unit-listed")
+    try:
+        proc_view.add(sleeper.pid)
+        table = _procfs.scan(proc_view.path)
+        if drivers_namespace:
+            this = table[os.getpid()]
+            table[2] = _procfs.Process(**dict(this.__dict__, pid=2, ppid=0, flags=_procfs.PF_KTHREAD, argv=()))
+        holders, unread = _gpu_facts.find_holders(_listed(sleeper.pid, sys.executable), table, {0: 0},
+                                                  _gpu_facts.Request(proc=proc_view.path))
+    finally:
+        stop([sleeper])
+    assert unread == {} and holders[sleeper.pid].devices == []
+    found = holders[sleeper.pid].process
+    assert (found.pid if found else None) == (sleeper.pid if drivers_namespace else None)
+
+
+def test_processes_that_could_not_be_read_are_named_by_cause():
+    table = {7: process(7, "python3 tenant.py"), 8: process(8, "sleep 60")}
+    unread = {7: _procfs.COSTLY, 8: _procfs.STALLED, 9: _procfs.DENIED, **dict.fromkeys(range(100, 112), _procfs.NOT_REACHED)}
+    reasons = _gpu_facts.unread_reasons(unread, table)
+    advice = ("this run sees less than root: run it as root (become: true)" if os.geteuid() != 0
+              else "access is denied even to root here")
+    assert reasons == [
+        f"pid 9 (?) could not be read (open files and mappings): {advice}; it may hold a GPU",
+        f"pid 7 (python3 tenant.py) is too costly to read (more than {_procfs.PROCESS_ENTRIES} threads, descriptors "
+        "and mappings): it may hold a GPU",
+        f"pid 8 (sleep 60) could not be read within {_procfs.PROCESS_TIMEOUT_S:g} s (a file open on a stalled "
+        "network filesystem, FUSE or NFS?): it may hold a GPU",
+        "12 processes (pids 100, 101, 102, 103, 104, 105, 106, 107, 108, 109 and 2 more) are not read within the "
+        f"scan's {_procfs.SCAN_TIMEOUT_S:g} s (the processes before them took it all): any of them may hold a GPU",
+    ]
+    assert _gpu_facts.unread_reasons({}, table) == []

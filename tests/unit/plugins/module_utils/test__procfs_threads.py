@@ -132,4 +132,51 @@ def test_nvidia_devices_of_reads_every_process(tmp_path):
     device.write_text("")
     ours = {_procfs.device_identity(os.stat(device)): "/dev/nvidia0"}
     with open(device, encoding="utf-8"):
-        assert _procfs.nvidia_devices_of([os.getpid()], ours) == {os.getpid(): []}  # named otherwise here
+        table = {os.getpid(): _procfs.read_process(os.getpid())}
+        assert _procfs.nvidia_devices_of(table, ours) == ({os.getpid(): []}, {})  # named otherwise here
+
+
+# A process whose threads each unshare their descriptor table (CLONE_FILES), or all share one.
+MANY_TABLES = textwrap.dedent("""
+    import ctypes, sys, threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    count, own = int(sys.argv[1]), sys.argv[2] == "own"
+    threading.stack_size(1 << 16)
+    ready, stop = threading.Barrier(count + 1), threading.Event()
+    def run():
+        if own:
+            libc.unshare(0x400)
+        ready.wait()
+        stop.wait()
+    for _ in range(count):
+        threading.Thread(target=run, daemon=True).start()
+    ready.wait()
+    print("ready", flush=True)
+    stop.wait(60)
+""")
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["own_tables", "one_table"])
+def test_descriptor_tables_are_told_apart_in_n_log_n_comparisons(own, monkeypatch):
+    if os.uname().machine not in _procfs.KCMP_SYSCALL:
+        pytest.skip("kcmp's syscall number is not known here")
+    threads = 600
+    child = subprocess.Popen([sys.executable, "-c", MANY_TABLES, str(threads), "own" if own else "shared"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "ready\n"
+        calls = []
+        real = _procfs._compare_files  # pylint: disable=protected-access
+
+        def counting(first, second):
+            calls.append((first, second))
+            return real(first, second)
+        monkeypatch.setattr(_procfs, "_compare_files", counting)
+        tables = _procfs.descriptor_dirs(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    # Each thread of its own table, plus the main thread's; or one table for all of them.
+    assert len(tables) == (threads + 1 if own else 1)
+    # Sorting by table: about n log2 n comparisons (about 5,500 here), where comparing every pair took n^2 / 2 (180,000).
+    assert len(calls) < 12 * (threads + 1), len(calls)
