@@ -247,7 +247,9 @@ def _read_gpus(request: Request, watch: Watch, look: Look, remaining: float, now
     pids = set().union(*trees) if trees else set()
     facts_request = _gpu_facts.Request(nvidia_smi_path=request.nvidia_smi_path, timeout=min(10.0, remaining),
                                        backend="nvidia_smi" if request.nvidia_smi_path else "auto", proc=request.proc)
-    snapshot, holders = _gpu_facts.read_holders(facts_request, look.table)
+    # A process whose files could not be read holds no memory the driver charges to the server's tree: what counts
+    # is the driver's list, matched to the tree's PIDs.
+    snapshot, holders, _unread = _gpu_facts.read_holders(facts_request, look.table)
     watch.gpu_read_at, watch.gpu_problems = now, list(snapshot.problems)
     watch.gpus = charged(holders.values(), pids)
     total = sum(watch.gpus.values())
