@@ -38,27 +38,45 @@ def stats(run):
     return run.results("Show the summary table")[0]["result"]
 
 
-def test_reset_status_and_gate_without_fact_injection(sim, tmp_path):
+RESTART = os.path.join(REPO, "playbooks", "restart_servers.yml")
+# A relaunch that comes up at once: the same fake SGLang, started detached in tmux by the playbook.
+RELAUNCH = {"server_launch_argv": ["env", "PYTHONPATH=/run/gpusim/lib/fakepkgs:/run/gpusim/lib", "/usr/bin/python3", "-m",
+                                   "sglang.launch_server", "--model-path", "/models/new", "--tp", "2", "--port", "30000"],
+            "server_launch_log": "/tmp/sglang.log", "server_ready_port": 30000}
+
+
+@pytest.mark.parametrize("mode", ["module", "until"])
+def test_every_playbook_without_fact_injection(sim, tmp_path, mode):
+    """ANSIBLE_INJECT_FACT_VARS=False, the default announced for ansible-core 2.24: the fleet playbooks in both wait
+    modes (the role's record is a registered variable, server_ready's a host variable: neither is an injected fact)."""
     busy, idle = busy_host(sim, "b"), sim.host("c")
-    status = run_playbook(STATUS, sim.inventory(), {}, env=NO_INJECTION)
+    env = NO_INJECTION
+    variables = {"gpu_reset_wait_mode": mode}
+    status = run_playbook(STATUS, sim.inventory(), variables, env=env)
     assert status.rc == 0, status.stdout
     assert verdicts(status) == {busy: "busy", idle: "clean"}
-    gate = run_playbook(GATE, sim.inventory(), {"gpu_gate_junit_path": str(tmp_path / "g.xml"),
-                                                "gpu_gate_report_path": str(tmp_path / "g.json")}, env=NO_INJECTION)
+    gate = run_playbook(GATE, sim.inventory(), dict(variables, gpu_gate_junit_path=str(tmp_path / "g.xml"),
+                                                   gpu_gate_report_path=str(tmp_path / "g.json")), env=env)
     assert gate.rc == 2 and json.loads((tmp_path / "g.json").read_text())["counts"]["busy"] == 1
-    reset = run_playbook(RESET, sim.inventory(), CLIENTS, env=NO_INJECTION)
+    reset = run_playbook(RESET, sim.inventory(), dict(CLIENTS, **variables), env=env)
     assert reset.rc == 0, reset.stdout
     assert verdicts(reset) == {busy: "clean", idle: "clean"}
     assert alive(busy, "sglang") == []
     assert stats(reset)["ansible_stats"]["data"] == {"gpu_hygiene_clean": True,
                                                      "gpu_hygiene_verdicts": {busy: "clean", idle: "clean"}}
+    restart = run_playbook(RESTART, sim.inventory(extra=RELAUNCH), variables, env=env)
+    assert restart.rc == 0, restart.stdout
+    assert restart.result("Show the summary table", busy)["ready_msg"][-1] == "2 hosts: 2 ready"
 
 
-def test_the_playbooks_give_no_deprecation_warning_with_fact_injection_on(sim):
+def test_the_playbooks_give_no_deprecation_warning_with_fact_injection_on(sim, tmp_path):
     busy = busy_host(sim, "b")
-    run = run_playbook(RESET, sim.inventory(), CLIENTS, env={"ANSIBLE_DEPRECATION_WARNINGS": "True"})
-    assert run.rc == 0 and verdicts(run) == {busy: "clean"}
-    assert "DEPRECATION" not in run.stdout + run.stderr, run.stdout + run.stderr
+    env = {"ANSIBLE_DEPRECATION_WARNINGS": "True"}
+    for playbook, variables in ((RESET, CLIENTS), (RESET, dict(CLIENTS, gpu_reset_wait_mode="until")), (STATUS, {}),
+                                (GATE, {}), (RESTART, {})):
+        run = run_playbook(playbook, sim.inventory(extra=RELAUNCH), variables, env=env, cwd=str(tmp_path))
+        assert run.rc == 0 and verdicts(run) == {busy: "clean"}, run.stdout
+        assert "DEPRECATION" not in run.stdout + run.stderr, run.stdout + run.stderr
 
 
 def read_metrics(host, name):

@@ -33,7 +33,8 @@ def test_a_benchmark_starts_only_where_the_gpus_were_clean_before_the_launch_and
     # Verify only: the busy host's server was not stopped, and nothing was launched next to it.
     assert old in [proc.pid for proc in alive(busy, "sglang.launch_server")]
     assert fleet.run(busy, ["tmux", "ls"], check=False).returncode != 0
-    assert run.status("Fail the gate for a host whose server is not ready", clean) == "skipped"
+    assert run.status("Fail when the server is not ready", clean) == "skipped"
+    assert run.status("Fail when the host is not clean", busy) == "failed"
     assert 'failures="1"' in junit.read_text()
 
 

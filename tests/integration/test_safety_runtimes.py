@@ -75,7 +75,7 @@ def test_c02_a_restart_policy_that_starts_the_server_again_is_named_and_the_host
                                                 "gpu_reset_kill_timeout": 8, "gpu_reset_wait_timeout": 5,
                                                 "gpu_reset_poll_interval": 0.1})
     assert run.rc != 0, run.stdout
-    result = role_step(run, host, mode, "kill")
+    result = role_step(run, host, "kill")
     [restarter] = [entry for entry in result["restarters"] if entry["kind"] == "container runtime"]
     assert restarter["unit"] == f"conmon (pid {conmon.pid}) of container vllm-server"
     assert result["respawned"] and all(entry["restarter"].startswith("the container runtime conmon (pid ")
