@@ -10,11 +10,12 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 PYTEST := $(PY) -m pytest -c tests/pytest.ini
 
-.PHONY: help demo test prereqs-demo prereqs-test venv tools build sanity lint changelog units system integration molecule ecosystem matrix benchmark role-spec clean
+.PHONY: help demo test prereqs-demo prereqs-test venv tools build sanity lint changelog units system integration adversary-ci adversary molecule ecosystem matrix benchmark role-spec clean
 
 help:
 	@echo "make demo   start a simulated GPU fleet, reset it with the collection, show the result, clean up"
-	@echo "make test   everything CI runs: sanity, lint, changelog, unit, system, integration, molecule and ecosystem tests"
+	@echo "make test   everything CI runs: sanity, lint, changelog, unit, system, integration, adversary, molecule and ecosystem tests"
+	@echo "make adversary  many more hostile worlds than CI draws (ADVERSARY_EXAMPLES, default 300)"
 	@echo "make matrix sanity and a playbook smoke on every ansible-core that requires_ansible claims (CI runs it)"
 
 venv: $(VENV)/.installed
@@ -67,6 +68,17 @@ system: build
 integration: build tools
 	$(PYTEST) tests/integration tests/benchmarks/test_smoke.py tests/benchmarks/test_names.py tests/benchmarks/test_costmodel.py
 
+# The adversary (tests/adversary): hostile worlds built for real, the modules run against them, invariants checked.
+# CI draws a fixed, derandomized set of worlds (ADVERSARY_EXAMPLES, 30 by default; a few minutes) and the tests of
+# the invariants and of the kept regressions.
+adversary-ci: build
+	$(PYTEST) tests/adversary
+
+# New worlds every run, bigger floods, shrinking; failing examples kept in tests/output/adversary-db and tried first
+# next time (ADVERSARY_EXAMPLES, 300 by default: about half an hour here).
+adversary: build
+	ADVERSARY_PROFILE=deep $(PYTEST) tests/adversary/test_worlds.py --hypothesis-show-statistics
+
 molecule: build
 	tests/tools/molecule
 
@@ -89,7 +101,7 @@ prereqs-demo prereqs-test: prereqs-%:
 	tests/tools/prereqs $*
 
 test: prereqs-test
-	$(MAKE) sanity lint changelog units system integration molecule ecosystem
+	$(MAKE) sanity lint changelog units system integration adversary-ci molecule ecosystem
 
 demo: prereqs-demo
 	$(MAKE) build

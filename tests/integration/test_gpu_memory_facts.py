@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from gpusim import fleet
 from gpusim.testing import process_with_pid, run_playbook
 
@@ -197,6 +199,7 @@ def _proxmox(sim):
     return node
 
 
+@pytest.mark.container_engines
 def test_node_sees_container_holders_with_their_vmid(sim, playbook):
     node = _proxmox(sim)
     facts = facts_of(run_playbook(playbook("facts.yml"), sim.inventory(hosts=[node]), {"expected_gpu_count": 8}),
@@ -212,6 +215,7 @@ def test_node_sees_container_holders_with_their_vmid(sim, playbook):
     assert "in container 200" in facts["reasons"][0]
 
 
+@pytest.mark.container_engines
 def test_container_scope_judges_only_its_gpus(sim, playbook):
     node = _proxmox(sim)
     ct201 = f"{node}-ct201"
@@ -231,6 +235,7 @@ def test_container_scope_judges_only_its_gpus(sim, playbook):
     assert all(holder["vmid"] == "200" and holder["in_scope"] for holder in busy["holders"])
 
 
+@pytest.mark.container_engines
 def test_container_scope_reports_memory_held_by_another_container(sim, playbook):
     node = sim.node()
     sim.container(node, "200", list(range(8)))
@@ -255,6 +260,7 @@ def test_missing_container_is_unknown(sim, playbook):
     assert facts["reasons"] == ["container 999 is not running on this node"]
 
 
+@pytest.mark.container_engines
 def test_inside_a_container_host_pids_are_not_taken_for_local_processes(sim, playbook):
     node = sim.node()
     sim.container(node, "200", [0, 1])

@@ -98,6 +98,7 @@ def test_a_host_that_stays_busy_fails_with_one_readable_message(sim, mode):
     assert table(run)[1].split()[:3] == [host, "busy", "7/8"]
 
 
+@pytest.mark.container_engines
 def test_proxmox_container_is_reset_through_its_node_only(sim, mode):
     node = sim.node()
     ct200 = sim.container(node, "200", [0, 1, 2, 3])
@@ -117,6 +118,7 @@ def test_proxmox_container_is_reset_through_its_node_only(sim, mode):
     assert alive(node, "sglang", container="201") == before
 
 
+@pytest.mark.container_engines
 def test_container_verdict_is_busy_when_another_container_holds_its_gpu(sim, mode):
     node = sim.node()
     ct200 = sim.container(node, "200", list(range(8)))

@@ -7,6 +7,8 @@ import os
 import sys
 import time
 
+import pytest
+
 from gpusim import fleet, paths
 from gpusim.testing import COLLECTIONS, alive, processes, run_playbook, wait_for_gpu_holders, wait_until
 
@@ -164,6 +166,7 @@ def test_frozen_worker_is_reported_unkillable_within_the_timeout(sim, playbook):
     wait_until(lambda: not alive(host, "sglang::scheduler_TP1"), message="the thawed worker dies of its pending SIGKILL")
 
 
+@pytest.mark.container_engines
 def test_container_scope_stops_only_that_container(sim, playbook):
     node = sim.node()
     sim.container(node, "200", [0, 1, 2, 3])

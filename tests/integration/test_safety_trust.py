@@ -74,6 +74,7 @@ def stalled(host, daemon):
         fleet.run(host, ["kill", "-CONT", str(daemon)], check=False)
 
 
+@pytest.mark.container_engines
 @pytest.mark.parametrize("attack", ["absolute_symlink", "not_a_tmpfs"])
 def test_s01_a_container_cannot_point_the_node_at_its_own_files(sim, playbook, attack):
     node = sim.node()
@@ -96,6 +97,7 @@ def test_s01_a_container_cannot_point_the_node_at_its_own_files(sim, playbook, a
         assert exists(node, "/dev/shm/nccl-ct", container="200")
 
 
+@pytest.mark.container_engines
 def test_s02_the_node_decides_a_containers_gpus_not_its_dev(sim, playbook):
     node = sim.node()
     sim.container(node, "200", [0, 1])
@@ -113,6 +115,7 @@ def test_s02_the_node_decides_a_containers_gpus_not_its_dev(sim, playbook):
     assert any("8192 MiB used" in reason and "train.py" in reason for reason in facts["reasons"]), facts["reasons"]
 
 
+@pytest.mark.container_engines
 def test_s03_a_made_up_device_file_gives_a_container_no_gpu(sim, playbook):
     node = sim.node()
     sim.container(node, "200", [0])

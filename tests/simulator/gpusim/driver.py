@@ -30,8 +30,9 @@ def _argv0(pid: int, proc: str) -> str:
     try:
         with open(f"{proc}/{pid}/cmdline", "rb") as handle:
             raw = handle.read()
-        with open(f"{proc}/{pid}/comm", encoding="utf-8") as handle:
-            comm = handle.read().strip()
+        with open(f"{proc}/{pid}/comm", "rb") as handle:
+            # Any bytes: the kernel cuts a name at 15 bytes, also in the middle of a UTF-8 character.
+            comm = handle.read().decode("utf-8", "replace").strip()
     except OSError:
         return ""
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace") or comm

@@ -1,7 +1,9 @@
 """A `pct` test double for a simulated Proxmox node: `pct exec <vmid> -- cmd`, `pct list`, `pct status`.
 
 `pct exec` enters the container the way lxc-attach does: into its cgroup
-(lxc/<vmid>/ns) and all of its namespaces. Exit codes pass through.
+(lxc/<vmid>/ns) and all of its namespaces. For a real LXC container
+(gpusim.lxc) it runs what pct itself runs, `lxc-attach -n <vmid> --keep-env -- cmd`.
+Exit codes pass through.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import socket
 import sys
 
-from gpusim import namespaces, paths
+from gpusim import lxc, namespaces, paths
 
 
 def _container_pid(vmid: str) -> int | None:
@@ -56,6 +58,10 @@ def main(argv: list[str]) -> int:
         args = rest[1:]
         if args[:1] == ["--"]:
             args = args[1:]
+        if lxc.is_lxc(vmid):
+            os.environ["PYTHONPATH"] = paths.INSIDE_LIB
+            argv = lxc.tool_argv(["lxc-attach", "-n", vmid, "--keep-env", "--", *args])
+            os.execv(argv[0], argv)
         with open(paths.HOST_CONFIG, encoding="utf-8") as handle:
             node_cgroup = json.load(handle)["cgroup"]
         namespaces.join_cgroup(f"{node_cgroup}/lxc/{vmid}/ns")

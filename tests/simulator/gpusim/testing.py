@@ -11,7 +11,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from gpusim import fleet, inventory, paths
+from gpusim import fleet, inventory, lxc, paths
 
 TESTS = os.path.dirname(os.path.dirname(paths.PACKAGE_DIR))
 REPO = os.path.dirname(TESTS)
@@ -20,13 +20,23 @@ PLUGINS = os.path.join(TESTS, "simulator", "ansible_plugins")
 _counter = itertools.count()
 
 
-class Fleet:
-    """Simulated hosts whose names are unique to one test; destroy() removes all of them."""
+# How a Proxmox node's containers are made: gpusim's imitation (fleet.create_container), or real LXC (gpusim.lxc),
+# unprivileged with Proxmox's default ID map or privileged.
+CONTAINER_ENGINES = ("gpusim", "lxc", "lxc-privileged")
 
-    def __init__(self, prefix: str) -> None:
+
+class Fleet:
+    """Simulated hosts whose names are unique to one test; destroy() removes all of them.
+
+    container_engine: what container() makes unless told otherwise (CONTAINER_ENGINES)."""
+
+    def __init__(self, prefix: str, container_engine: str = "gpusim") -> None:
+        if container_engine not in CONTAINER_ENGINES:
+            raise ValueError(f"container_engine must be one of {CONTAINER_ENGINES}, got {container_engine!r}")
         self.prefix = f"{prefix}{os.getpid() % 1000}x{next(_counter)}"
         self.names: list[str] = []
         self.vars: dict[str, dict] = {}
+        self.container_engine = container_engine
 
     def host(self, suffix: str = "h", **options) -> str:
         name = f"{self.prefix}{suffix}"
@@ -40,8 +50,12 @@ class Fleet:
     def node(self, suffix: str = "pve", **options) -> str:
         return self.host(suffix, proxmox=True, **options)
 
-    def container(self, node: str, vmid: str, gpus: list[int] | None = None) -> str:
-        fleet.create_container(node, vmid, gpus)
+    def container(self, node: str, vmid: str, gpus: list[int] | None = None, engine: str | None = None) -> str:
+        engine = engine or self.container_engine
+        if engine == "gpusim":
+            fleet.create_container(node, vmid, gpus)
+        else:
+            lxc.create_container(node, vmid, gpus, privileged=engine == "lxc-privileged")
         name = f"{node}-ct{vmid}"
         self.vars[name] = inventory.container_vars(node, vmid)
         return name

@@ -113,6 +113,17 @@ def test_allocation_is_reported_with_the_process_name(config, spawn):
                                   {"gpu": 1, "pid": child.pid, "mib": 4196, "name": "sleep"}]
 
 
+def test_a_name_cut_inside_a_character_is_answered_not_fatal(config, spawn, fake_proc):
+    """The kernel cuts comm at 15 bytes, also inside a UTF-8 character; the driver (the host's init) must answer."""
+    driver = Driver(config_path=config(), proc=str(fake_proc))
+    child = spawn()
+    (fake_proc / str(child.pid)).mkdir()
+    (fake_proc / str(child.pid) / "cmdline").write_bytes(b"")
+    (fake_proc / str(child.pid) / "comm").write_bytes("sglang::🔥".encode()[:11] + b"\n")
+    driver.alloc(child.pid, 0, 512)
+    assert driver.state()["processes"] == [{"gpu": 0, "pid": child.pid, "mib": 512, "name": "sglang::\ufffd"}]
+
+
 def test_memory_of_an_exited_process_stays_for_the_release_lag(config, spawn):
     driver = Driver(config_path=config(LAG))
     child = spawn()
