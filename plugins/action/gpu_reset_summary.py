@@ -11,6 +11,7 @@ import typing as t
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import CLEAN
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _ready_report, _report
 
 ARGUMENT_SPEC = {
@@ -38,9 +39,9 @@ class ActionModule(ActionBase):
             "changed": False,
             "msg": _report.lines(table),
             "table": table,
-            "clean": all(verdict == "clean" for verdict in verdicts.values()),
-            "hosts_not_clean": [host for host, verdict in verdicts.items() if verdict != "clean"],
-            "ansible_stats": {"data": {"gpu_hygiene_clean": all(verdict == "clean" for verdict in verdicts.values()),
+            "clean": all(verdict == CLEAN for verdict in verdicts.values()),
+            "hosts_not_clean": [host for host, verdict in verdicts.items() if verdict != CLEAN],
+            "ansible_stats": {"data": {"gpu_hygiene_clean": all(verdict == CLEAN for verdict in verdicts.values()),
                                        "gpu_hygiene_verdicts": verdicts}, "per_host": False, "aggregate": True},
         }
         ready = _ready_report.outcomes(task_vars["hostvars"], hosts) if args["ready"] else None

@@ -37,6 +37,7 @@ import typing as t
 from ansible import constants as C
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN, UNREACHABLE
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils._report import lines as table_lines
 
 _DEBUG = ("debug", "ansible.builtin.debug", "ansible.legacy.debug")
@@ -51,7 +52,7 @@ def _task_and_data(result: t.Any) -> tuple[t.Any, t.Mapping[str, t.Any]]:
 
 
 def _color(verdict: str | None) -> str | None:
-    return {"clean": C.COLOR_OK, "busy": C.COLOR_ERROR, "unknown": C.COLOR_ERROR, "unreachable": C.COLOR_UNREACHABLE,
+    return {CLEAN: C.COLOR_OK, BUSY: C.COLOR_ERROR, UNKNOWN: C.COLOR_ERROR, UNREACHABLE: C.COLOR_UNREACHABLE,
             "ready": C.COLOR_OK, "failed": C.COLOR_ERROR, "timeout": C.COLOR_ERROR,
             "not-launched": C.COLOR_ERROR}.get(verdict or "")
 

@@ -16,7 +16,8 @@ import time
 import typing as t
 from dataclasses import dataclass
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _nvidia_smi, _nvml, _policy, _presets, _procfs, _scope, _settle, _snapshot, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import (
+    _nvidia_smi, _nvml, _policy, _presets, _procfs, _scope, _settle, _snapshot, _subprocess, _verdict)
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._scope import validate_vmid
@@ -149,7 +150,7 @@ def resettable_gpus(facts: dict[str, t.Any]) -> list[int]:
     see (never protected: no name of it can be checked): it may own memory on any GPU."""
     threshold = facts["idle_threshold_mib"]
     held = [gpu for gpu in facts["gpus"] if (gpu["memory_used_mib"] or 0) > threshold and not gpu["unattributed"]]
-    if facts["verdict"] != _snapshot.BUSY or held or any(not holder["protected"] for holder in facts["holders"]):
+    if facts["verdict"] != _verdict.BUSY or held or any(not holder["protected"] for holder in facts["holders"]):
         return []
     return [gpu["index"] for gpu in facts["gpus"] if gpu["unattributed"] and not gpu["holder_pids"]]
 

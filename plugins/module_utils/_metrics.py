@@ -10,7 +10,7 @@ import time
 import typing as t
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import spelled_out
-from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import BUSY, CLEAN, UNKNOWN, UNREACHABLE
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN, UNREACHABLE, VERDICTS
 
 
 def _label(value: t.Any) -> str:
@@ -42,7 +42,7 @@ def _gpu_state(result: t.Mapping[str, t.Any], gpu: t.Mapping[str, t.Any]) -> str
 def _host_samples(result: t.Mapping[str, t.Any], checked_at: float) -> dict[str, list[str]]:
     host = result.get("host", "?")
     samples: dict[str, list[str]] = {name: [] for name in _METRICS}
-    for verdict in (CLEAN, BUSY, UNKNOWN, UNREACHABLE):
+    for verdict in VERDICTS:
         samples["gpuops_hygiene_host_verdict"].append(
             f"{_labels(host=host, verdict=verdict)} {int(result.get('verdict') == verdict)}")
     holders = (result.get("fingerprint") or {}).get("other_gpu_processes") or []

@@ -8,7 +8,7 @@ The input is what the steps produced, never a registered task result: the GPU fa
 of the first and the last read, the stop's result, the leftovers check and the
 guarded GPU resets. gpu_host_reset passes them directly; the controller's filter
 unwraps registered results (skipped, unreachable, ansible_facts) and calls the same
-code. The verdict names and the rule that the worst verdict wins live here only.
+code. The verdict names and the rule that the worst verdict wins live in _verdict.
 """
 
 from __future__ import annotations
@@ -17,17 +17,12 @@ import dataclasses
 import datetime
 import typing as t
 
-CLEAN, BUSY, UNKNOWN, UNREACHABLE = "clean", "busy", "unknown", "unreachable"
-# Best first: a host's verdict is the worst of what any step found.
-VERDICTS = (CLEAN, BUSY, UNKNOWN, UNREACHABLE)
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN, UNREACHABLE, worst
+
 
 _KILLED_KEYS = ("pid", "name", "cmdline", "vmid", "signals", "seconds_to_exit")
 _PLANNED_KEYS = ("pid", "name", "cmdline", "vmid", "rule", "role")
 
-
-def worst(*verdicts: str) -> str:
-    """The worst of these verdicts (clean < busy < unknown < unreachable)."""
-    return max(verdicts, key=VERDICTS.index)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ import re
 import time
 import typing as t
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _lock
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _lock, _verdict
 
 DEFAULT_WINDOW_S = 5.0
 # Reads in a row that must show fewer GPUs than expected, or the same holders out of reach, before settling.
@@ -76,16 +76,16 @@ class Tracker:
         decreased = self._note_memory(facts)
         self.updated = now
         self.confirming = False
-        if facts["verdict"] == CLEAN:
+        if facts["verdict"] == _verdict.CLEAN:
             return CLEAN
         if any(lasting_problem(reason) for reason in facts["reasons"]):
             return GPU_ERROR
-        fewer = facts["verdict"] == "unknown" and any(_FEWER_GPUS.match(reason) for reason in facts["reasons"])
+        fewer = facts["verdict"] == _verdict.UNKNOWN and any(_FEWER_GPUS.match(reason) for reason in facts["reasons"])
         self.fewer_reads = self.fewer_reads + 1 if fewer else 0
         if self.fewer_reads >= CONSECUTIVE_READS:
             return GPUS_MISSING
         holders = facts["holders"]
-        if facts["verdict"] != "busy" or any(_reachable(holder) for holder in holders):
+        if facts["verdict"] != _verdict.BUSY or any(_reachable(holder) for holder in holders):
             # A read that failed for now, or a holder the stop can still reach: anything may change.
             self._restart(now)
             return None

@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN
 
-CLEAN = "clean"
-BUSY = "busy"
-UNKNOWN = "unknown"
 
 REQUIRES_RESET_TOKEN = "[GPU requires reset]"
 MIG_PID_HINT = ("inside a container on a MIG GPU the driver does not disclose other processes' PIDs: "

@@ -14,8 +14,8 @@ description:
     play failed on it before its verdict, a rolling reset stopped before it) is V(unknown) with that reason.
   - Returns the table as data (RV(table), with C(columns), C(header), C(rows) and C(count)) and as lines (RV(msg)),
     gives C(gpu_hygiene_clean) and C(gpu_hygiene_verdicts) to the next job of an AWX or AAP workflow (as
-    M(ansible.builtin.set_stats) does), and writes the JUnit XML and JSON reports it is asked for, on the controller, creating their directories; a relative path is relative to the
-    directory C(ansible-playbook) was started in.
+    M(ansible.builtin.set_stats) does), and writes the JUnit XML and JSON reports it is asked for, on the controller,
+    creating their directories; a relative path is relative to the directory C(ansible-playbook) was started in.
   - It fails no host; the playbooks fail the hosts that are not clean after it, and the role's C(summary) entry point
     does the same.
 author:

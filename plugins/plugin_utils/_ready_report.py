@@ -9,6 +9,7 @@ from __future__ import annotations
 import typing as t
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import CLEAN
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _report
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils._report import READY_VERDICTS, _one_line
 
@@ -20,7 +21,7 @@ def _placeholder(host: str, facts: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     reset = facts.get("gpu_reset_result") or {}
     if reset.get("verdict") == UNREACHABLE:
         verdict, reasons = UNREACHABLE, list(reset.get("reasons") or ["unreachable"])
-    elif reset and reset.get("verdict") != "clean":
+    elif reset and reset.get("verdict") != CLEAN:
         verdict = NOT_LAUNCHED
         reasons = [f"the host is not clean ({reset.get('verdict')}): " + "; ".join(reset.get("reasons") or [])]
     else:

@@ -14,7 +14,8 @@ import typing as t
 from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief, spelled_out
-from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import BUSY, CLEAN, UNKNOWN, UNREACHABLE, placeholder
+from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import placeholder
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN, UNREACHABLE, VERDICTS, rank
 
 
 # The keys of a host's outcome (_outcome.reset_outcome, _outcome.placeholder); the role's record (gpu_reset_result)
@@ -98,8 +99,6 @@ SUMMARY_HEADER = tuple(header for _key, header in SUMMARY_COLUMNS)
 READY_COLUMNS = (("host", "HOST"), ("verdict", "SERVER"), ("seconds", "SECONDS"), ("gpus", "GPUS"),
                  ("why", "WHY NOT READY"))
 READY_VERDICTS = ("ready", "failed", "timeout", "not-launched", UNREACHABLE)
-# Worst first.
-_ORDER = {UNREACHABLE: 0, UNKNOWN: 1, BUSY: 2, CLEAN: 3}
 
 
 def table(columns: t.Sequence[tuple[str, str]], rows: list[dict[str, str]], verdicts: t.Sequence[str]) -> dict[str, t.Any]:
@@ -121,7 +120,7 @@ def lines(data: t.Mapping[str, t.Any]) -> list[str]:
 def summary_data(results: t.Iterable[t.Mapping[str, t.Any]]) -> dict[str, t.Any]:
     """The run's table: one row per host, worst verdicts first, each cell as it is printed."""
     rows = []
-    for result in sorted(results, key=lambda item: (_ORDER.get(item.get("verdict", ""), 0), item.get("host", ""))):
+    for result in sorted(results, key=lambda item: (-rank(item.get("verdict", "")), item.get("host", ""))):
         expected = result.get("gpus_expected") or len(result.get("gpus") or [])
         rows.append({
             "host": _one_line(result.get("host", "?")),
@@ -132,7 +131,7 @@ def summary_data(results: t.Iterable[t.Mapping[str, t.Any]]) -> dict[str, t.Any]
             "seconds": _cell(result.get("seconds_to_clean")),
             "why": _why(result.get("reasons") or []),
         })
-    return table(SUMMARY_COLUMNS, rows, (CLEAN, BUSY, UNKNOWN, UNREACHABLE))
+    return table(SUMMARY_COLUMNS, rows, VERDICTS)
 
 
 def summary_table(results: t.Iterable[t.Mapping[str, t.Any]]) -> str:
@@ -231,7 +230,7 @@ def json_report(results: t.Iterable[t.Mapping[str, t.Any]], generated_at: dateti
         "generated_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "clean": all(host.get("verdict") == CLEAN for host in hosts),
         "counts": {verdict: sum(1 for host in hosts if host.get("verdict") == verdict)
-                   for verdict in (CLEAN, BUSY, UNKNOWN, UNREACHABLE)},
+                   for verdict in VERDICTS},
         "hosts": hosts,
     }
     if servers is not None:

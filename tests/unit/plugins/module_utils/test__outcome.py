@@ -24,13 +24,6 @@ KILLED = {"killed": [{"pid": 7, "name": "python3", "cmdline": "python3 -m sglang
                       "signals": ["SIGTERM"], "seconds_to_exit": 0.4, "start_time": "2026-11-29T19:00:00Z"}]}
 
 
-@pytest.mark.parametrize("verdicts, worst", [(("clean",), "clean"), (("clean", "busy"), "busy"),
-                                             (("busy", "unknown", "clean"), "unknown"),
-                                             (("unknown", "unreachable"), "unreachable")])
-def test_the_worst_verdict_wins(verdicts, worst):
-    assert _outcome.worst(*verdicts) == worst
-
-
 def test_a_clean_reset_from_plain_facts():
     after = facts(at="2026-11-29T20:00:02.500+00:00", polls=4)
     result = reset_outcome("gpu-1", Steps(before=BUSY, after=after, kill=KILLED,

@@ -264,6 +264,6 @@ def test_orphaned_workers_are_no_successor_of_a_server_that_exited(world):
     worker = children_of(parent.pid)[0]
     world.view.add_tree(parent.pid)
     result = world.wait(port, stall_timeout=30)
-    assert result["settled_because"] == "exited" and result["seconds"] < 3
+    assert result["settled_because"] == "exited" and result["seconds"] < 15  # not the 30 s stall window
     assert result["reasons"][0].startswith(f"the server exited: pid {parent.pid} (llama-server -c")
     assert result["reasons"][0].endswith(f"(processes of the selected engines still running: pids {worker})")

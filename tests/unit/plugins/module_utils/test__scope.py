@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs, _scope, _snapshot
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs, _scope, _snapshot, _verdict
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 DOCKER = "/system.slice/docker-" + "b" * 64 + ".scope"
@@ -47,5 +47,5 @@ def test_a_container_that_does_not_run_has_no_gpus_and_the_verdict_is_unknown():
     gpus, scope = _scope.container_gpus("200", [_snapshot.GpuRow(index=0)], {11: holder}, {0: 0}, {11: holder.process},
                                         _procfs.PROC, judge)
     assert gpus == [] and scope == {"container": "200"}
-    assert judge.verdict == _snapshot.UNKNOWN and judge.reasons == ["container 200 is not running on this node"]
+    assert judge.verdict == _verdict.UNKNOWN and judge.reasons == ["container 200 is not running on this node"]
     assert holder.in_scope
