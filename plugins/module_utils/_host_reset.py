@@ -15,7 +15,7 @@ import dataclasses
 import socket
 import typing as t
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _kill, _leftovers, _outcome, _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _interrupt, _kill, _leftovers, _outcome, _subprocess
 
 
 @dataclasses.dataclass
@@ -88,6 +88,9 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
     leftovers = _leftovers.check(request.leftovers)
     result["leftovers"] = leftovers
     kill = {} if request.verify_only else result["kill"]
+    # Without a stop, the record of an interrupted one is only read: a completed stop clears it.
+    result["last_stop_interrupted"] = _interrupt.load(request.kill.run_dir, _interrupt.file_name(request.kill.container)) \
+        if request.verify_only else kill["last_stop_interrupted"]
     result["changed"] = bool(kill.get("changed")) or bool(leftovers["changed"]) or bool(result["gpu_reset"].get("changed"))
     result["check_mode"] = request.check_mode
     result["settled_because"] = (after or before).get("settled_because")

@@ -21,7 +21,8 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _gpu_facts, _lock, _policy, _presets, _procfs, _runtime, _scope, _signal, _tree
+from ansible_collections.gpuops.hygiene.plugins.module_utils import (_bounded, _gpu_facts, _interrupt, _lock, _policy, _presets, _procfs,
+                                                                   _runtime, _scope, _signal, _tree)
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
@@ -63,6 +64,9 @@ class Request:
     proc: str = _procfs.PROC
     # Set by resolve(): without an explicit grace_period each target gets the grace of the preset that selected it.
     grace_from_presets: bool | None = None
+    # Where the locks and the record of an interrupted stop live (root's /run/gpuops-hygiene; tests: a directory
+    # of their own). Not a module option.
+    run_dir: str = _interrupt.RUN_DIR
 
     def resolve(self) -> None:
         """Validate everything and fill in the defaults; raises GpuOpsError before anything is signalled."""
@@ -350,11 +354,14 @@ def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
         return _run(request, log, time.monotonic())
     started = time.monotonic()
     # Waiting for another run on the same target may take at most half of what is left after the grace period.
-    with _lock.target_held(request.container, (float(request.timeout or 0) - float(request.grace_period or 0)) / 2):
+    with _lock.target_held(request.container, (float(request.timeout or 0) - float(request.grace_period or 0)) / 2,
+                           request.run_dir):
         return _run(request, log, started)
 
 
 def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict[str, t.Any]:
+    record = _interrupt.file_name(request.container)
+    interrupted = _interrupt.load(request.run_dir, record)
     selector = Selector(request)
     table = _procfs.scan(request.proc)
     planned = plan(request, table, selector)
@@ -380,13 +387,20 @@ def _run(request: Request, log: t.Callable[[str], None], started: float) -> dict
         try:
             restarters_left = bool(supervisors) or bool(planned.runtimes) or any(
                 not request.stop_units or unit.manager != "system" for unit in units)
-            unit_outcome = _stop(request, planned, units, restarters_left, table, selector, executor, respawned)
+            with _interrupt.guarded(lambda: executor.targets, log, "inference_server_kill", request.run_dir, record):
+                unit_outcome = _stop(request, planned, units, restarters_left, table, selector, executor, respawned)
         finally:
             executor.close()
+    if interrupted is not None:
+        planned.warnings.insert(0, _interrupt.warning(interrupted))
+    if not request.check_mode:
+        _interrupt.clear(request.run_dir, record)  # this stop ran to its end: the interrupted one is reported
     for unit in units:
         unit_outcome.setdefault(unit, _signal.unit_report(unit, request.stop_units))
 
-    return _result(request, planned, executor, units, supervisors, unit_outcome, respawned, booted_at, started)
+    result = _result(request, planned, executor, units, supervisors, unit_outcome, respawned, booted_at, started)
+    result["last_stop_interrupted"] = interrupted
+    return result
 
 
 def _stop(request: Request, planned: Plan, units: dict[_procfs.ServiceUnit, list[_signal.Target]], restarters_left: bool,

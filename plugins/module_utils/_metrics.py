@@ -26,7 +26,9 @@ def _labels(**labels: t.Any) -> str:
 _METRICS = {
     "gpuops_hygiene_host_verdict": "Verdict of the host at its last check: 1 for the verdict it got, 0 for the others.",
     "gpuops_hygiene_gpu_state": "State of each GPU at the host's last check: 1 for its state, 0 for the others.",
-    "gpuops_hygiene_gpu_memory_used_mib": "GPU memory in use at the last check, in MiB.",
+    "gpuops_hygiene_gpu_answered": "Whether the GPU answered the host's last check: 1 if it did, 0 if it is expected "
+                                   "but did not answer (lost, fallen off the bus).",
+    "gpuops_hygiene_gpu_memory_used_mib": "GPU memory in use at the last check, in MiB (NaN for a GPU that did not answer).",
     "gpuops_hygiene_gpu_holders": "Processes holding memory on the GPU at the last check.",
     "gpuops_hygiene_seconds_to_clean": "Seconds from the first read to the clean verdict (absent when not clean).",
     "gpuops_hygiene_last_check_timestamp_seconds": "Unix time of the host's last check.",
@@ -37,6 +39,15 @@ def _gpu_state(result: t.Mapping[str, t.Any], gpu: t.Mapping[str, t.Any]) -> str
     if gpu.get("clean"):
         return CLEAN
     return UNKNOWN if gpu.get("after_mib") is None or result.get("verdict") == UNREACHABLE else BUSY
+
+
+def _unanswered(result: t.Mapping[str, t.Any]) -> list[int]:
+    """The indexes of the GPUs expected that did not answer: below the expected count (expected_gpu_count) or the
+    highest index that answered (a GPU that is lost leaves a gap: the others keep their indexes)."""
+    answered = {gpu.get("index") for gpu in result.get("gpus") or []}
+    indexes = [index for index in answered if isinstance(index, int)]
+    expected = max(int(result.get("gpus_expected") or 0), max(indexes, default=-1) + 1)
+    return [index for index in range(expected) if index not in answered]
 
 
 def _host_samples(result: t.Mapping[str, t.Any], checked_at: float) -> dict[str, list[str]]:
@@ -51,12 +62,20 @@ def _host_samples(result: t.Mapping[str, t.Any], checked_at: float) -> dict[str,
         state = _gpu_state(result, gpu)
         for name in (CLEAN, BUSY, UNKNOWN):
             samples["gpuops_hygiene_gpu_state"].append(f"{_labels(**ids, state=name)} {int(state == name)}")
+        samples["gpuops_hygiene_gpu_answered"].append(f"{_labels(**ids)} 1")
         if gpu.get("after_mib") is not None:
             samples["gpuops_hygiene_gpu_memory_used_mib"].append(f"{_labels(**ids)} {gpu['after_mib']}")
         if state != UNKNOWN:
             count = sum(1 for holder in holders
                         if any(held.get("index") == gpu.get("index") for held in holder.get("gpus") or []))
             samples["gpuops_hygiene_gpu_holders"].append(f"{_labels(**ids)} {count}")
+    for index in _unanswered(result):
+        ids = {"host": host, "gpu": index, "uuid": ""}
+        for name in (CLEAN, BUSY, UNKNOWN):
+            samples["gpuops_hygiene_gpu_state"].append(f"{_labels(**ids, state=name)} {int(name == UNKNOWN)}")
+        samples["gpuops_hygiene_gpu_answered"].append(f"{_labels(**ids)} 0")
+        # NaN, not absent: the series goes on, and no comparison with it is true.
+        samples["gpuops_hygiene_gpu_memory_used_mib"].append(f"{_labels(**ids)} NaN")
     if result.get("seconds_to_clean") is not None:
         samples["gpuops_hygiene_seconds_to_clean"].append(f"{_labels(host=host)} {result['seconds_to_clean']}")
     samples["gpuops_hygiene_last_check_timestamp_seconds"].append(f"{_labels(host=host)} {checked_at:.3f}")

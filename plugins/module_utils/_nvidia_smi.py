@@ -191,7 +191,10 @@ def query(smi: str, timeout: float) -> Snapshot:
         snapshot.problems.extend(lost or [explain_failure(gpu_result, "GPU")])
 
     if not process_result.ok:
-        snapshot.problems.append(explain_failure(process_result, "process"))
+        problem = explain_failure(process_result, "process")
+        # A lost GPU fails both queries with the same line: its reason is said once.
+        if problem not in snapshot.problems:
+            snapshot.problems.append(problem)
         return snapshot
     snapshot.processes, process_problems = parse_process_rows(process_result.stdout)
     snapshot.problems.extend(process_problems)

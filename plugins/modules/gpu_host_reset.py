@@ -155,11 +155,24 @@ check_mode:
   description: Whether the run was in check mode.
   returned: always
   type: bool
+last_stop_interrupted:
+  description:
+    - The record of the last stop on this host (or in this O(container)) that was cut short by SIGINT, SIGTERM or
+      SIGHUP (Ctrl-C on the controller, a lost SSH session), as RV(gpuops.hygiene.inference_server_kill#module:last_stop_interrupted)
+      returns it; null when the last stop ran to its end. A warning says the same.
+    - Cleared by this run's stop when it completes; kept in check mode and with O(verify_only).
+  returned: always
+  type: dict
+  sample:
+    at: "2026-11-29T20:14:07Z"
+    signal: SIGINT
+    signalled: [{pid: 4200, signals: [SIGTERM]}]
+    not_signalled: [4207, 4208]
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _host_reset, _options, _plan
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _host_reset, _interrupt, _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 
@@ -196,6 +209,8 @@ def main() -> None:
         module.fail_json(msg=str(error))
     for note in result["kill"].get("notes", []):
         module.warn(note)
+    if request.verify_only and result["last_stop_interrupted"]:
+        module.warn(_interrupt.warning(result["last_stop_interrupted"]))
     remove_shm = request.leftovers.remove_stale_shm
     result["plan"] = _plan.stop_plan(result["kill"]) + _plan.shm_plan(result["leftovers"], remove_shm) \
         if module.check_mode else []

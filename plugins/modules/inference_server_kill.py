@@ -221,6 +221,22 @@ elapsed_s:
   description: Seconds the module took.
   returned: always
   type: float
+last_stop_interrupted:
+  description:
+    - The record of the last stop on this host (or in this O(container)) that SIGINT, SIGTERM or SIGHUP cut short
+      (Ctrl-C on the controller, a lost SSH session, a kill); null when the last stop ran to its end.
+    - C(at) is when (UTC), C(signal) which signal, C(signalled) the targets that had been signalled (C(pid), C(signals)),
+      C(not_signalled) the PIDs of the targets still to be signalled. RV(notes) (and a warning) say the same in words.
+    - The interrupted run logged the same to the system log and kept the record in C(/run/gpuops-hygiene) (mode 0600,
+      root's; a run as another user keeps its own in its private directory under the temporary directory). The
+      first run that completes its stop reports it and clears it; check mode only reports it.
+  returned: always
+  type: dict
+  sample:
+    at: "2026-11-29T20:14:07Z"
+    signal: SIGINT
+    signalled: [{pid: 4200, signals: [SIGTERM]}]
+    not_signalled: [4207, 4208]
 """
 
 from ansible.module_utils.basic import AnsibleModule

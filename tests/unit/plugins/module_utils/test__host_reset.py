@@ -6,10 +6,12 @@ of the machine's, and the stop is a recorded stand-in here (its own tests drive 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from gpusim.profiles import gpu_identities
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _kill, _leftovers
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _host_reset, _interrupt, _kill, _leftovers
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 
@@ -26,7 +28,8 @@ def request(smi, proc, verify_only=False, check_mode=False, **kill):
     return _host_reset.Request(
         facts=_gpu_facts.Request(expected_gpu_count=8, nvidia_smi_path=smi, backend="nvidia_smi", wait_for=1.0,
                                  poll_interval=0.05, settle_window=0.0, proc=proc),
-        kill=_kill.Request(**dict({"servers": ("sglang",), "check_mode": check_mode, "proc": proc}, **kill)),
+        kill=_kill.Request(**dict({"servers": ("sglang",), "check_mode": check_mode, "proc": proc,
+                                   "run_dir": os.path.join(os.path.dirname(proc), "run")}, **kill)),
         leftovers=_leftovers.Request(ports=(1,), proc=proc, check_mode=check_mode),
         verify_only=verify_only, check_mode=check_mode, host="gpu-07")
 
@@ -42,9 +45,9 @@ def stop(monkeypatch):
                  "rule": "preset sglang: python -m sglang.launch_server", "role": "server", "signals": ["SIGTERM"]}
         if kill_request.check_mode:
             return {"changed": True, "check_mode": True, "planned": [entry], "killed": [], "survivors": [],
-                    "protected": [], "respawned": [], "notes": []}
+                    "protected": [], "respawned": [], "notes": [], "last_stop_interrupted": None}
         return {"changed": True, "check_mode": False, "planned": [entry], "killed": [dict(entry, seconds_to_exit=0.3)],
-                "survivors": [], "protected": [], "respawned": [], "notes": []}
+                "survivors": [], "protected": [], "respawned": [], "notes": [], "last_stop_interrupted": None}
     monkeypatch.setattr(_kill, "run", run)
     return calls
 
@@ -60,6 +63,15 @@ def test_verify_only_reads_and_checks_and_stops_nothing(static_smi, fake_proc, s
     verdict = result["ansible_facts"]["gpu_reset_result"]
     assert verdict["verdict"] == "clean" and verdict["verify_only"] is True and verdict["host"] == "gpu-07"
     assert result["msg"] == "gpu-07: clean: 8/8 GPUs at most 100 MiB, 0 processes stopped, 0 MiB freed"
+    assert result["last_stop_interrupted"] is None
+
+
+def test_verify_only_reports_an_interrupted_stop_and_keeps_it(static_smi, fake_proc, stop):
+    checked = request(static_smi(world()), fake_proc, verify_only=True)
+    entry = {"at": "2026-11-29T20:14:07Z", "signal": "SIGHUP", "signalled": [], "not_signalled": [4200]}
+    _interrupt.save(checked.kill.run_dir, "interrupted.json", entry)
+    assert _host_reset.run(checked, lambda line: None)["last_stop_interrupted"] == entry
+    assert _interrupt.load(checked.kill.run_dir, "interrupted.json") == entry
 
 
 def test_check_mode_plans_the_stop_and_reads_nothing_after_it(static_smi, fake_proc, stop):

@@ -164,8 +164,15 @@ def test_query_of_a_hung_nvidia_smi_ends_at_the_timeout(static_smi):
 def test_query_without_driver_is_one_problem(static_smi):
     snapshot = _nvidia_smi.query(static_smi(_world(faults={"driver_not_loaded": True})), timeout=10)
     assert snapshot.gpus == []
+    assert len(snapshot.problems) == 1  # both queries fail alike: one reason
     assert snapshot.problems[0].startswith("the NVIDIA driver is not loaded (nvidia-smi exit 9)")
-    assert snapshot.problems[1].startswith("the NVIDIA driver is not loaded")
+
+
+def test_a_lost_gpu_is_one_reason_though_both_queries_name_it(static_smi):
+    snapshot = _nvidia_smi.query(static_smi(_world(faults={"lost_gpus": [3]})), timeout=10)
+    assert [gpu.index for gpu in snapshot.gpus] == [0, 1, 2, 4, 5, 6, 7]
+    assert len(snapshot.problems) == 1 and snapshot.problems[0].endswith(
+        "does not answer (Unknown Error): it may have fallen off the bus")
 
 
 def test_query_of_a_missing_binary(tmp_path):
