@@ -45,6 +45,12 @@ options:
       - Path of C(nvidia-smi), used to read the GPUs (by a stop only with
         O(gpuops.hygiene.inference_server_kill#module:gpu_holders)). By default it is looked up on
         E(PATH).
+      - An absolute path. It is run (by its real path, links resolved) only when only root can change it, that is a
+        regular executable file owned by root that group and others cannot write, in directories owned by root that
+        group and others cannot write (a sticky one such as C(/tmp) above it aside). Otherwise it is not run and the
+        read says why (the verdict is V(unknown)).
+      - The lookup on E(PATH) and in C(/usr/local/sbin), C(/usr/sbin), C(/sbin) follows the same rule and never
+        searches empty or relative entries (the working directory).
     type: path
 """
 

@@ -64,8 +64,9 @@ class Request:
         if self.container is not None:
             validate_vmid(self.container)
         _policy.validate_protect(self.protect)
-        if self.nvidia_smi_path is not None and ("\x00" in self.nvidia_smi_path or not self.nvidia_smi_path):
-            raise GpuOpsError("nvidia_smi_path must be a non-empty path")
+        if self.nvidia_smi_path is not None and ("\x00" in self.nvidia_smi_path
+                                                 or not os.path.isabs(self.nvidia_smi_path)):
+            raise GpuOpsError(f"nvidia_smi_path must be an absolute path, got {self.nvidia_smi_path!r}")
         for uuid, count in (self.ecc_baseline or {}).items():
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise GpuOpsError(f"ecc_baseline maps GPU UUIDs to error counts (integers >= 0), got {uuid!r}: {count!r}")
@@ -114,13 +115,17 @@ def gpu_minor_numbers(driver_dir: str = DRIVER_GPUS_DIR) -> dict[str, int]:
 
 
 def find_nvidia_smi(path: str | None) -> str | None:
-    """The nvidia-smi given, or the one on PATH (and the sbin directories); None when there is none."""
-    return path or _subprocess.which("nvidia-smi")
+    """The real path of the nvidia-smi given, or of the one on PATH (and the sbin directories); None when there is
+    none that only root can change (the rule of _subprocess.program_problem)."""
+    if path is None:
+        return _subprocess.which("nvidia-smi")
+    return None if _subprocess.program_problem(path) else os.path.realpath(path)
 
 
 def resolve_nvidia_smi(path: str | None) -> str:
-    """The binary to run: without one found, the plain name, so that running it reports "not installed"."""
-    return find_nvidia_smi(path) or "nvidia-smi"
+    """The binary to run: the one given (running one that others could change says why it was not run), or the one
+    found; without one, the plain name, so that running it reports "not installed"."""
+    return path or _subprocess.which("nvidia-smi") or "nvidia-smi"
 
 
 def read_gpus(request: Request) -> _snapshot.Snapshot:

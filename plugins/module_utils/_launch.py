@@ -172,6 +172,9 @@ def _run(request: Request, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) 
 
 
 def _failed(what: str, result: _subprocess.RunResult) -> GpuOpsError:
+    if result.refused:
+        return GpuOpsError(f"{what}: {result.argv[0]} was not run, since someone other than root could change it: "
+                           f"{result.refused}")
     if result.not_found:
         return GpuOpsError(f"{what}: {result.argv[0]} could not be run")
     if result.timed_out:

@@ -67,6 +67,8 @@ def _text(value: str) -> str | None:
 
 def explain_failure(result: _subprocess.RunResult, what: str) -> str:
     """One sentence saying why a nvidia-smi call gave no usable answer."""
+    if result.refused:
+        return f"nvidia-smi was not run, since someone other than root could change it: {result.refused}"
     if result.not_found:
         return f"nvidia-smi is not installed or not executable ({result.argv[0]})"
     if result.timed_out:

@@ -84,8 +84,9 @@ class Request:
             raise GpuOpsError(f"log_path must be an absolute path, got {self.log_path!r}")
         if self.container is not None:
             _scope.validate_vmid(self.container)
-        if self.nvidia_smi_path is not None and ("\x00" in self.nvidia_smi_path or not self.nvidia_smi_path):
-            raise GpuOpsError("nvidia_smi_path must be a non-empty path")
+        smi = self.nvidia_smi_path
+        if smi is not None and (not smi.startswith("/") or "\x00" in smi):
+            raise GpuOpsError(f"nvidia_smi_path must be an absolute path, got {self.nvidia_smi_path!r}")
 
 
 @dataclass

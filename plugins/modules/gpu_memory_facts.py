@@ -243,7 +243,9 @@ ansible_facts:
             - >-
               The C(nvidia-smi) these facts were read with, or would be read with (O(nvidia_smi_path), or the one found
               on E(PATH) and in the sbin directories), for a guarded C(nvidia-smi --gpu-reset) to use the same binary.
-            - "Null when none is found (then the GPUs were read with NVML, or the verdict is V(unknown))."
+            - >-
+              Null when none is found that only root can change (then the GPUs were read with NVML, or the verdict is
+              V(unknown)); otherwise its real path, links resolved.
           type: str
           returned: always
           sample: /usr/bin/nvidia-smi

@@ -86,6 +86,8 @@ options:
   nvidia_smi_path:
     description:
       - Path of C(nvidia-smi), used to read the GPU memory the server holds. By default it is looked up on E(PATH).
+      - An absolute path, run only when only root can change it, as
+        O(gpuops.hygiene.gpu_memory_facts#module:nvidia_smi_path) says.
     type: path
 requirements:
   - Python >= 3.9 on the managed host

@@ -14,7 +14,6 @@ import typing as t
 
 # Attack classes of docs/fault-matrix.md (1-7) and the adversary's own findings (A1, ...) still open on this branch.
 OPEN: dict[str, str] = {
-    "5": "programs are looked up through PATH entries and directories that others control",
     "7": "results grow with the /dev/shm files a tenant creates",
     "A1": "results grow with the processes a tenant starts (planned, killed, protected: one record each)",
 }

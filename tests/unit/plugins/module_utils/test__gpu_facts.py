@@ -63,7 +63,8 @@ def test_groups_break_on_size_gap_family_and_place():
     ({"wait_for": -1}, "wait_for must be between 0 and 3600 seconds, got -1"),
     ({"poll_interval": 0.001}, "poll_interval must be between 0.05 and 60 seconds, got 0.001"),
     ({"backend": "dcgm"}, "backend must be one of auto, nvidia_smi, nvml, got 'dcgm'"),
-    ({"nvidia_smi_path": ""}, "nvidia_smi_path must be a non-empty path"),
+    ({"nvidia_smi_path": ""}, "nvidia_smi_path must be an absolute path, got ''"),
+    ({"nvidia_smi_path": "bin/nvidia-smi"}, "nvidia_smi_path must be an absolute path, got 'bin/nvidia-smi'"),
     ({"timeout": float("nan")}, "timeout must be more than 0 and at most 3600 seconds, got nan"),
 ])
 def test_request_validation(fields, message):
@@ -140,3 +141,14 @@ def test_processes_that_could_not_be_read_are_named_by_cause():
         f"scan's {_procfs.SCAN_TIMEOUT_S:g} s (the processes before them took it all): any of them may hold a GPU",
     ]
     assert _gpu_facts.unread_reasons({}, table) == []
+
+
+def test_an_nvidia_smi_given_that_others_could_change_is_not_run(static_smi, proc_view, tmp_path):
+    smi = static_smi({"profile": "h200", "gpus": gpu_identities("unit", 2)})
+    request = _gpu_facts.Request(nvidia_smi_path=smi, backend="nvidia_smi", proc=proc_view.path)
+    assert _gpu_facts.collect_until_clean(request)["nvidia_smi_path"] == smi
+    os.chmod(tmp_path, 0o777)  # anyone could now put their own nvidia-smi in its place
+    facts = _gpu_facts.collect_until_clean(request)
+    assert facts["verdict"] == "unknown" and facts["nvidia_smi_path"] is None and facts["resettable_gpus"] == []
+    assert (f"nvidia-smi was not run, since someone other than root could change it: {tmp_path} is writable by "
+            "group and others") in " ".join(facts["reasons"])
