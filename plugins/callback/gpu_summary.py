@@ -59,10 +59,12 @@ def _color(verdict: str | None) -> str | None:
 
 def _tables(data: t.Mapping[str, t.Any]) -> list[t.Mapping[str, t.Any]]:
     """The tables a gpu_reset_summary result carries (the hosts', then the servers'), each of the shape it returns."""
-    found = []
+    found: list[t.Mapping[str, t.Any]] = []
     for key in ("table", "ready_table"):
         table = data.get(key)
-        rows = table.get("rows") if isinstance(table, dict) else None
+        if not isinstance(table, dict):
+            continue
+        rows = table.get("rows")
         if isinstance(rows, list) and all(isinstance(row, dict) and "verdict" in row for row in rows) \
                 and {"columns", "header", "count"} <= set(table):
             found.append(table)

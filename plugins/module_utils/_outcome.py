@@ -57,7 +57,7 @@ class Steps:
 
 
 # How a message names each verdict.
-_LABELS = {CLEAN: "clean", BUSY: "NOT CLEAN", UNKNOWN: "UNKNOWN", UNREACHABLE: "unreachable"}
+_LABELS: dict[str, str] = {CLEAN: "clean", BUSY: "NOT CLEAN", UNKNOWN: "UNKNOWN", UNREACHABLE: "unreachable"}
 
 
 def placeholder(host: str, verdict: str, why: str, check_mode: bool = False, verify_only: bool = False) -> dict[str, t.Any]:

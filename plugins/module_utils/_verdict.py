@@ -24,7 +24,7 @@ VERDICTS: tuple[Verdict, ...] = (CLEAN, BUSY, UNKNOWN, UNREACHABLE)
 
 def rank(verdict: str) -> int:
     """How bad a verdict is, for ordering reports (0: clean); a name that is not a verdict ranks as unreachable."""
-    return VERDICTS.index(t.cast(Verdict, verdict)) if verdict in VERDICTS else len(VERDICTS) - 1
+    return VERDICTS.index(verdict) if verdict in VERDICTS else len(VERDICTS) - 1
 
 
 def worst(*verdicts: str) -> str:

@@ -98,7 +98,7 @@ SUMMARY_HEADER = tuple(header for _key, header in SUMMARY_COLUMNS)
 # The table of servers relaunched and waited for (_ready_report.table).
 READY_COLUMNS = (("host", "HOST"), ("verdict", "SERVER"), ("seconds", "SECONDS"), ("gpus", "GPUS"),
                  ("why", "WHY NOT READY"))
-READY_VERDICTS = ("ready", "failed", "timeout", "not-launched", UNREACHABLE)
+READY_VERDICTS: tuple[str, ...] = ("ready", "failed", "timeout", "not-launched", UNREACHABLE)
 
 
 def table(columns: t.Sequence[tuple[str, str]], rows: list[dict[str, str]], verdicts: t.Sequence[str]) -> dict[str, t.Any]:
