@@ -194,7 +194,7 @@ def main() -> None:
         result = _host_reset.run(request, module.log)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
-    for note in result["kill"].get("notes", []):
+    for note in _plan.stop_notes(result["kill"]):
         module.warn(note)
     remove_shm = request.leftovers.remove_stale_shm
     result["plan"] = _plan.stop_plan(result["kill"]) + _plan.shm_plan(result["leftovers"], remove_shm) \

@@ -19,8 +19,6 @@ OPEN: dict[str, str] = {
     "3": "container runtimes (conmon, containerd shims, ...) are selected by patterns and restart what was stopped",
     "5": "programs are looked up through PATH entries and directories that others control",
     "6": "a tenant's own resources (descriptors, threads with own tables, many targets) defeat the deadlines",
-    "7": "results grow with the /dev/shm files a tenant creates",
-    "A1": "results grow with the processes a tenant starts (planned, killed, protected: one record each)",
 }
 FLOOD_FDS = 10000
 FLOOD_TABLES = 1000
