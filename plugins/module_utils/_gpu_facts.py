@@ -17,7 +17,7 @@ import typing as t
 from dataclasses import dataclass
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import (
-    _nvidia_smi, _nvml, _policy, _presets, _procfs, _scope, _settle, _snapshot, _subprocess, _verdict)
+    _nvidia_smi, _nvml, _policy, _presets, _procfs, _sample, _scope, _settle, _snapshot, _subprocess, _verdict)
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._scope import validate_vmid
@@ -305,6 +305,18 @@ def collect_until_clean(request: Request) -> dict[str, t.Any]:
     return facts
 
 
+def bounded(facts: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """The facts as a result returns them: exact counts and a bounded sample of each list a tenant can grow (its
+    processes holding GPUs, the reasons and notes about them; see _sample). The verdict was judged on all of them."""
+    result = dict(facts, gpus=[dict(gpu) for gpu in facts["gpus"]])
+    truncated: list[str] = []
+    for key in ("holders", "reasons", "notes"):
+        _sample.sample(result, key, truncated)
+    _sample.each(result["gpus"], "holder_pids", truncated, "gpus")
+    result["truncated"] = truncated
+    return result
+
+
 def collect(request: Request) -> dict[str, t.Any]:
     """Read the GPUs and the processes, and judge the host."""
     request.validate()
@@ -458,7 +470,7 @@ def held_reasons(held: list[tuple[_snapshot.GpuRow, int, list[Holder]]], thresho
         if len(group) == 1:
             label = f"GPU {gpu.index}" + (f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else "")
             reasons.append(f"{label}: {used} MiB used > idle threshold {threshold} MiB, "
-                           f"held by {'; '.join(holder.describe() for holder in owners)}")
+                           f"held by {_sample.listing([holder.describe() for holder in owners], '; ')}")
             continue
         holders = [record[2][0] for record in group]
         names = [(holder.process.name if holder.process else holder.reported_name) or "?" for holder in holders]

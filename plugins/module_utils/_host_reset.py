@@ -71,17 +71,18 @@ def _stop_and_wait(request: Request, before: dict[str, t.Any], result: dict[str,
     result["kill"] = kill
     if kill["check_mode"]:
         return None
-    after = _gpu_facts.collect_until_clean(_with_ecc_baseline(request.facts, before))
+    after = _gpu_facts.bounded(_gpu_facts.collect_until_clean(_with_ecc_baseline(request.facts, before)))
     result["gpu_reset"] = _reset_leaked(request, after, log)
     if result["gpu_reset"].get("changed"):
-        after = _gpu_facts.collect(dataclasses.replace(request.facts, wait_for=0.0))
+        after = _gpu_facts.bounded(_gpu_facts.collect(dataclasses.replace(request.facts, wait_for=0.0)))
     result["after"] = _facts_result(after)
     return after
 
 
 def run(request: Request, log: t.Callable[[str], None]) -> dict[str, t.Any]:
     request.validate()
-    before = _gpu_facts.collect_until_clean(dataclasses.replace(request.facts, wait_for=0.0))
+    # Each read is bounded as gpu_memory_facts returns it (see _sample): the outcome is built from what is returned.
+    before = _gpu_facts.bounded(_gpu_facts.collect_until_clean(dataclasses.replace(request.facts, wait_for=0.0)))
     result: dict[str, t.Any] = {"before": _facts_result(before), "kill": {"skipped": True},
                                 "after": {"skipped": True}, "gpu_reset": {"skipped": True}}
     after = None if request.verify_only else _stop_and_wait(request, before, result, log)

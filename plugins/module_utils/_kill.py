@@ -21,8 +21,8 @@ import time
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import (_bounded, _gpu_facts, _interrupt, _lock, _policy, _presets, _procfs,
-                                                                   _runtime, _scope, _signal, _tree)
+from ansible_collections.gpuops.hygiene.plugins.module_utils import (
+    _bounded, _gpu_facts, _interrupt, _lock, _policy, _presets, _procfs, _runtime, _sample, _scope, _signal, _tree)
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
@@ -634,7 +634,7 @@ def _result(request: Request, planned: Plan, executor: _signal.Executor, units: 
                    for monitor, targets in planned.runtimes.items()]
     signalled = any(target.signals for target in executor.targets)
     stopped_unit = any(outcome.startswith("stopped") for outcome in unit_outcome.values())
-    return {
+    return _bounded_result({
         "changed": bool(planned.targets) if request.check_mode else (signalled or stopped_unit),
         "check_mode": request.check_mode,
         "planned": planned_entries,
@@ -649,4 +649,18 @@ def _result(request: Request, planned: Plan, executor: _signal.Executor, units: 
         "grace_period": request.grace_period,
         "timeout": request.timeout,
         "elapsed_s": round(time.monotonic() - started, 3),
-    }
+    })
+
+
+# The lists that grow with the processes (and units) a tenant starts.
+SAMPLED = ("planned", "killed", "survivors", "protected", "skipped_out_of_scope", "restarters", "respawned", "notes")
+
+
+def _bounded_result(result: dict[str, t.Any]) -> dict[str, t.Any]:
+    """Exact counts and a bounded sample of each list (see _sample), whatever a tenant starts."""
+    truncated: list[str] = []
+    for key in SAMPLED:
+        _sample.sample(result, key, truncated)
+    _sample.each(result["restarters"], "pids", truncated, "restarters")
+    result["truncated"] = truncated
+    return result

@@ -20,7 +20,7 @@ import time
 import typing as t
 from dataclasses import dataclass
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _presets, _procfs, _rootfs, _scope
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _presets, _procfs, _rootfs, _sample, _scope
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 SHM = "/dev/shm"
@@ -99,15 +99,31 @@ def check(request: Request) -> dict[str, t.Any]:
     except GpuOpsError as error:
         shm, shm_error = [], f"{SHM} not cleaned: {error}"
     removed = [entry for entry in shm if entry["removed"]]
-    return {
+    result = {
         "changed": bool(removed) or (request.check_mode and request.remove_stale_shm and any(entry["stale"] for entry in shm)),
         "ports": ports,
         "ports_free": all(entry["free"] for entry in ports),
         "shm": shm,
+        "shm_stale_count": sum(1 for entry in shm if entry["stale"]),
         "shm_error": shm_error,
         "shm_patterns": request.patterns,
         "shm_removed": [entry["path"] for entry in removed],
     }
+    return _bounded_result(result)
+
+
+def _bounded_result(result: dict[str, t.Any]) -> dict[str, t.Any]:
+    """A tenant decides how many files and port holders there are, never how large the result is (see _sample)."""
+    truncated: list[str] = []
+    _sample.each(result["ports"], "holders", truncated, "ports")
+    if len(result["shm"]) > _sample.SAMPLE_SIZE:
+        # Kept files first: they are what an operator has to look at when only a sample is shown.
+        result["shm"].sort(key=lambda entry: entry["removed"] or entry["stale"])
+    _sample.sample(result, "shm", truncated)
+    _sample.each(result["shm"], "users", truncated, "shm")
+    _sample.sample(result, "shm_removed", truncated)
+    result["truncated"] = truncated
+    return result
 
 
 def _users(names: set[str], proc: str) -> tuple[dict[tuple[int, int], list[int]], list[int]]:
@@ -139,7 +155,7 @@ def _not_removable(entry: _rootfs.Entry | None, users: list[int], unreadable: li
     if users:
         return "in use"
     if unreadable:
-        return f"processes that could not be inspected: {', '.join(map(str, unreadable[:10]))}"
+        return f"processes that could not be inspected: {_sample.listing(unreadable)}"
     if entry.links != 1:
         return f"has {entry.links} hard links"
     if time.time() - entry.changed_at < MIN_AGE_S:

@@ -66,8 +66,10 @@ def _host_samples(result: t.Mapping[str, t.Any], checked_at: float) -> dict[str,
         if gpu.get("after_mib") is not None:
             samples["gpuops_hygiene_gpu_memory_used_mib"].append(f"{_labels(**ids)} {gpu['after_mib']}")
         if state != UNKNOWN:
-            count = sum(1 for holder in holders
-                        if any(held.get("index") == gpu.get("index") for held in holder.get("gpus") or []))
+            # The row's exact count: the fingerprint lists only a sample of the holders (an outcome of an older
+            # release has no count and a full list).
+            count = gpu["holders"] if "holders" in gpu else sum(
+                1 for holder in holders if any(held.get("index") == gpu.get("index") for held in holder.get("gpus") or []))
             samples["gpuops_hygiene_gpu_holders"].append(f"{_labels(**ids)} {count}")
     for index in _unanswered(result):
         ids = {"host": host, "gpu": index, "uuid": ""}

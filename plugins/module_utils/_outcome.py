@@ -17,6 +17,7 @@ import dataclasses
 import datetime
 import typing as t
 
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _sample
 from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN, UNREACHABLE, worst
 
 
@@ -68,8 +69,10 @@ def placeholder(host: str, verdict: str, why: str, check_mode: bool = False, ver
     return {"host": host, "verdict": verdict, "reasons": [why] if why else [],
             "message": f"{host}: {_LABELS.get(verdict, verdict)}: {why}".rstrip(": "), "check_mode": check_mode,
             "verify_only": verify_only, "container": None, "gpus": [], "gpus_clean": 0, "gpus_expected": None,
-            "mib_freed": None, "processes_stopped": None, "killed": [], "would_stop": [], "survivors": [], "ports": [],
-            "shm_removed": [], "shm_error": None, "seconds_to_clean": None, "polls": 0, "fingerprint": None}
+            "mib_freed": None, "processes_stopped": None, "killed": [], "would_stop": [], "would_stop_count": 0,
+            "survivors": [], "survivors_count": 0, "ports": [], "shm_removed": [], "shm_removed_count": 0,
+            "shm_error": None, "seconds_to_clean": None, "polls": 0, "fingerprint": None,
+            "reasons_count": 1 if why else 0, "truncated": []}
 
 
 def with_metrics_error(outcome: t.Mapping[str, t.Any], error: str) -> dict[str, t.Any]:
@@ -82,12 +85,19 @@ def _who(entry: t.Mapping[str, t.Any]) -> str:
     return f"pid {entry['pid']} ({entry.get('cmdline') or entry.get('name')})"
 
 
+def _left_out(result: t.Mapping[str, t.Any], key: str) -> int:
+    """How many entries of result[key] the result left out of its sample (see _sample)."""
+    return int(result.get(key + "_count") or 0) - len(result.get(key) or [])
+
+
 def _stop_reasons(kill: t.Mapping[str, t.Any], last: t.Mapping[str, t.Any]) -> tuple[str, list[str]]:
     """What the stop left behind: survivors and respawns make the host busy; spared GPU holders are named."""
     verdict, reasons = CLEAN, []
     for entry in kill.get("survivors", []):
         reasons.append(f"{_who(entry)} survived: {entry['reason']}")
         verdict = BUSY
+    if _left_out(kill, "survivors") > 0:
+        reasons.append(f"and {_left_out(kill, 'survivors')} more processes survived (left out of the result)")
     # A GPU holder that a rule matched but that is spared on purpose: the verdict says which one and why.
     held_now = {holder["pid"] for holder in last.get("holders", []) if not holder.get("protected")}
     for entry in kill.get("protected", []):
@@ -97,6 +107,8 @@ def _stop_reasons(kill: t.Mapping[str, t.Any], last: t.Mapping[str, t.Any]) -> t
         restarter = entry.get("restarter") or "something"
         reasons.append(f"pid {entry['pid']} ({entry.get('cmdline')}) came back after the stop: {restarter} restarts it")
         verdict = BUSY
+    if _left_out(kill, "respawned") > 0:
+        reasons.append(f"and {_left_out(kill, 'respawned')} more processes came back (left out of the result)")
     return verdict, reasons
 
 
@@ -106,6 +118,7 @@ def _port_reasons(leftovers: t.Mapping[str, t.Any]) -> list[str]:
         if not port["free"]:
             holders = "; ".join(f"pid {holder['pid']} ({holder['cmdline']})" for holder in port["holders"]) or \
                 "a process not visible from here"
+            holders += f" and {_left_out(port, 'holders')} more" if _left_out(port, "holders") > 0 else ""
             reasons.append(f"port {port['port']} is still taken by {holders}")
     return reasons
 
@@ -123,7 +136,8 @@ def _gpu_rows(first: t.Mapping[str, t.Any], last: t.Mapping[str, t.Any]) -> list
         earlier = before_by_index.get(gpu["index"], gpu)
         rows.append({"index": gpu["index"], "name": gpu["name"], "uuid": gpu["uuid"],
                      "total_mib": gpu["memory_total_mib"], "before_mib": earlier.get("memory_used_mib"),
-                     "after_mib": gpu["memory_used_mib"], "clean": gpu["clean"]})
+                     "after_mib": gpu["memory_used_mib"], "clean": gpu["clean"],
+                     "holders": gpu.get("holder_pids_count", len(gpu.get("holder_pids") or []))})
     return rows
 
 
@@ -147,7 +161,20 @@ def _fingerprint(facts: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
         "driver_version": facts.get("driver_version"),
         "gpus": [{key: gpu.get(key) for key in gpu_keys} for gpu in facts.get("gpus", [])],
         "other_gpu_processes": [{key: holder.get(key) for key in holder_keys} for holder in facts.get("holders", [])],
+        "other_gpu_processes_count": facts.get("holders_count", len(facts.get("holders", []))),
     }
+
+
+def _truncated(outcome: t.Mapping[str, t.Any]) -> list[str]:
+    """The lists of the outcome that hold fewer entries than their count says (see _sample)."""
+    counts = {"reasons": outcome["reasons_count"], "killed": outcome["processes_stopped"],
+              "would_stop": outcome["would_stop_count"], "survivors": outcome["survivors_count"],
+              "shm_removed": outcome["shm_removed_count"]}
+    cut = [name for name, count in counts.items() if len(outcome[name]) < count]
+    fingerprint = outcome["fingerprint"]
+    if len(fingerprint["other_gpu_processes"]) < fingerprint["other_gpu_processes_count"]:
+        cut.append("fingerprint.other_gpu_processes")
+    return cut
 
 
 def _message(host: str, steps: Steps, outcome: dict[str, t.Any]) -> str:
@@ -159,7 +186,9 @@ def _message(host: str, steps: Steps, outcome: dict[str, t.Any]) -> str:
                    f" GPUs at most {last['idle_threshold_mib']} MiB, {outcome['processes_stopped']} processes stopped, "
                    f"{outcome['mib_freed']} MiB freed" + (f" in {seconds} s" if seconds is not None else ""))
     else:
-        message = f"{host}{scope}: {_LABELS[outcome['verdict']]}: " + "; ".join(outcome["reasons"])
+        left = outcome["reasons_count"] - len(outcome["reasons"])
+        message = f"{host}{scope}: {_LABELS[outcome['verdict']]}: " + "; ".join(outcome["reasons"]) + \
+            (f"; and {left} more reasons" if left > 0 else "")
     # Not a verdict of its own (the GPUs and ports decide it), but a stale file left in /dev/shm must not go unsaid.
     if outcome["shm_error"]:
         message += f" ({outcome['shm_error']})"
@@ -174,24 +203,31 @@ def reset_outcome(host: str, steps: Steps) -> dict[str, t.Any]:
     verdict = worst(last["verdict"], stop_verdict, BUSY if port_reasons else CLEAN)
     gpus = _gpu_rows(steps.first, last)
     killed = [{key: entry.get(key) for key in _KILLED_KEYS} for entry in steps.kill.get("killed", [])]
-    outcome = {
+    # The facts' own reasons are a sample of theirs: those left out are counted, never dropped silently.
+    facts_left_out = max(_left_out(last, "reasons"), 0)
+    reasons = list(last["reasons"]) + stop_reasons + port_reasons + _reset_refusals(steps.gpu_resets)
+    outcome: dict[str, t.Any] = {
         "host": host, "verdict": verdict,
-        "reasons": list(last["reasons"]) + stop_reasons + port_reasons + _reset_refusals(steps.gpu_resets),
+        "reasons": reasons[:_sample.SAMPLE_SIZE], "reasons_count": len(reasons) + facts_left_out,
         "check_mode": steps.check_mode, "verify_only": steps.verify_only,
         "container": last.get("scope", {}).get("container"),
         "gpus": gpus, "gpus_clean": sum(1 for gpu in gpus if gpu["clean"]),
         "gpus_expected": last.get("expected_gpu_count"),
         "mib_freed": sum(max((gpu["before_mib"] or 0) - (gpu["after_mib"] or 0), 0) for gpu in gpus),
-        "processes_stopped": len(killed), "killed": killed,
+        "processes_stopped": steps.kill.get("killed_count", len(killed)), "killed": killed,
         "would_stop": [{key: entry.get(key) for key in _PLANNED_KEYS} for entry in steps.kill.get("planned", [])]
         if steps.check_mode else [],
+        "would_stop_count": steps.kill.get("planned_count", len(steps.kill.get("planned", []))) if steps.check_mode else 0,
         "survivors": steps.kill.get("survivors", []),
+        "survivors_count": steps.kill.get("survivors_count", len(steps.kill.get("survivors", []))),
         "ports": steps.leftovers.get("ports", []),
         "shm_removed": steps.leftovers.get("shm_removed", []),
+        "shm_removed_count": steps.leftovers.get("shm_removed_count", len(steps.leftovers.get("shm_removed", []))),
         "shm_error": steps.leftovers.get("shm_error"),
         "seconds_to_clean": _seconds_to_clean(steps, verdict),
         "polls": steps.polls if steps.polls is not None else (steps.after or {}).get("polls", 0),
         "fingerprint": _fingerprint(last),
     }
+    outcome["truncated"] = _truncated(outcome)
     outcome["message"] = _message(host, steps, outcome)
     return outcome

@@ -21,9 +21,22 @@ def _who(entry: Result) -> str:
     return f"pid {entry['pid']} ({entry.get('cmdline') or entry.get('name')})"
 
 
+def _more(lines: list[str], count: int | None, noun: str) -> list[str]:
+    """The lines of a sample, and a last one saying how many entries the result left out (see _sample)."""
+    left = (count or 0) - len(lines)
+    return lines + ([f"... and {left} more {noun} (left out of the result)"] if left > 0 else [])
+
+
 def stop_plan(kill: Result) -> list[str]:
     """One line per process the stop would signal: PID, command line, the rule (preset) that selected it."""
-    return [f"stop {_who(entry)}, selected by {entry['rule']}" for entry in kill.get("planned", [])]
+    planned = kill.get("planned", [])
+    return _more([f"stop {_who(entry)}, selected by {entry['rule']}" for entry in planned],
+                 kill.get("planned_count"), "processes to stop")
+
+
+def stop_notes(kill: Result) -> list[str]:
+    """The stop's notes as warnings: those in the result, and how many it left out."""
+    return _more(list(kill.get("notes", [])), kill.get("notes_count"), "notes")
 
 
 def shm_removals(leftovers: Result, remove_stale_shm: bool, check_mode: bool) -> list[str]:
@@ -37,7 +50,8 @@ def shm_removals(leftovers: Result, remove_stale_shm: bool, check_mode: bool) ->
 
 def shm_plan(leftovers: Result, remove_stale_shm: bool) -> list[str]:
     """One line per /dev/shm file a check-mode run would remove."""
-    return [f"remove {path}" for path in shm_removals(leftovers, remove_stale_shm, check_mode=True)]
+    lines = [f"remove {path}" for path in shm_removals(leftovers, remove_stale_shm, check_mode=True)]
+    return _more(lines, leftovers.get("shm_stale_count") if remove_stale_shm else 0, "files to remove")
 
 
 def _text(lines: t.Iterable[str]) -> str:

@@ -207,7 +207,7 @@ def main() -> None:
         result = _host_reset.run(request, module.log)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
-    for note in result["kill"].get("notes", []):
+    for note in _plan.stop_notes(result["kill"]):
         module.warn(note)
     if request.verify_only and result["last_stop_interrupted"]:
         module.warn(_interrupt.warning(result["last_stop_interrupted"]))

@@ -177,7 +177,11 @@ ansible_facts:
             recovery_action: {description: "What the driver says the GPU needs (V(None), V(Reset), V(Reboot), ...).", type: str}
             requires_reset: {description: "The driver reports that this GPU needs a reset.", type: bool}
             tokens: {description: "Fields for which C(nvidia-smi) printed a bracketed token (such as C([Insufficient Permissions])).", type: dict}
-            holder_pids: {description: "PIDs of the processes that hold this GPU.", type: list, elements: int}
+            holder_pids:
+              description: "PIDs of the processes that hold this GPU (at most 20, see RV(ansible_facts.gpu_memory.truncated))."
+              type: list
+              elements: int
+            holder_pids_count: {description: "The exact number of processes that hold this GPU.", type: int}
             unattributed: {description: "Memory above the threshold is used but no process holds it (leaked).", type: bool}
             clean: {description: "This GPU alone would be judged clean.", type: bool}
         holders:
@@ -211,6 +215,26 @@ ansible_facts:
             in_scope: {description: "The process belongs to the container in O(container) (always true without it).", type: bool}
         notes:
           description: "Remarks that do not change the verdict, such as a fallback for an older driver."
+          type: list
+          elements: str
+          returned: always
+        holders_count:
+          description: "The exact number of holders (RV(ansible_facts.gpu_memory.holders) lists at most 20)."
+          type: int
+          returned: always
+        reasons_count:
+          description: "The exact number of reasons (RV(ansible_facts.gpu_memory.reasons) lists at most 20)."
+          type: int
+          returned: always
+        notes_count:
+          description: "The exact number of notes (RV(ansible_facts.gpu_memory.notes) lists at most 20)."
+          type: int
+          returned: always
+        truncated:
+          description:
+            - "The lists cut to their first 20 entries (V(holders), V(reasons), V(notes), V(gpus[0].holder_pids)); empty
+              when nothing was left out. A tenant decides how many processes hold a GPU, never how large the facts are:
+              the verdict is judged on all of them, each list keeps its exact count beside it."
           type: list
           elements: str
           returned: always
@@ -282,7 +306,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
-from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import collect_until_clean
+from ansible_collections.gpuops.hygiene.plugins.module_utils._gpu_facts import bounded, collect_until_clean
 
 
 def argument_spec() -> dict:
@@ -303,7 +327,7 @@ def main() -> None:
         facts = collect_until_clean(request)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
-    module.exit_json(changed=False, ansible_facts={"gpu_memory": facts})
+    module.exit_json(changed=False, ansible_facts={"gpu_memory": bounded(facts)})
 
 
 if __name__ == "__main__":

@@ -123,7 +123,9 @@ planned:
       grace_period: 10
       signals: [SIGTERM]
 plan:
-  description: In check mode, one line per process that would be stopped - PID, command line and the rule that selected it.
+  description:
+    - In check mode, one line per process that would be stopped - PID, command line and the rule that selected it.
+    - For the processes left out of RV(planned), a last line says how many there are.
   returned: always
   type: list
   elements: str
@@ -209,6 +211,49 @@ notes:
   returned: always
   type: list
   elements: str
+truncated:
+  description:
+    - The lists of this result that were cut to their first 20 entries (a tenant decides how many processes match, never
+      how large the result is), such as V(planned), V(killed) or V(restarters[0].pids); empty when nothing was left out.
+    - Every such list has an exact count beside it (RV(planned_count), RV(killed_count), RV(survivors_count),
+      RV(protected_count), RV(skipped_out_of_scope_count), RV(restarters_count), RV(respawned_count), RV(notes_count);
+      C(pids_count) in each entry of RV(restarters)); all of the processes were judged and stopped, not only those listed.
+  returned: always
+  type: list
+  elements: str
+  sample: [planned, killed]
+planned_count:
+  description: The exact number of targets (RV(planned) lists at most 20, see RV(truncated)).
+  returned: always
+  type: int
+killed_count:
+  description: The exact number of targets that are gone (RV(killed) lists at most 20, see RV(truncated)).
+  returned: always
+  type: int
+survivors_count:
+  description: The exact number of survivors (RV(survivors) lists at most 20, see RV(truncated)).
+  returned: always
+  type: int
+protected_count:
+  description: The exact number of protected processes (RV(protected) lists at most 20, see RV(truncated)).
+  returned: always
+  type: int
+skipped_out_of_scope_count:
+  description: The exact number of processes out of scope (RV(skipped_out_of_scope) lists at most 20, see RV(truncated)).
+  returned: always
+  type: int
+restarters_count:
+  description: The exact number of restarters (RV(restarters) lists at most 20, see RV(truncated)).
+  returned: always
+  type: int
+respawned_count:
+  description: The exact number of respawned processes (RV(respawned) lists at most 20, see RV(truncated)).
+  returned: always
+  type: int
+notes_count:
+  description: The exact number of notes (RV(notes) lists at most 20, see RV(truncated)).
+  returned: always
+  type: int
 grace_period:
   description: The longest grace period of the stop, in seconds (each target's own is in RV(planned) and RV(killed)).
   returned: always
@@ -259,14 +304,16 @@ def main() -> None:
         result = run(request, module.log)
     except GpuOpsError as error:
         module.fail_json(msg=str(error))
-    for note in result["notes"]:
+    for note in _plan.stop_notes(result):
         module.warn(note)
     result["plan"] = _plan.stop_plan(result) if module.check_mode else []
     if module._diff:
         result["diff"] = _plan.stop_diff(result)
     if result["survivors"]:
         reasons = "; ".join(f"pid {entry['pid']} ({entry['name']}): {entry['reason']}" for entry in result["survivors"])
-        module.fail_json(msg=f"{len(result['survivors'])} process(es) could not be stopped: {reasons}", **result)
+        left = result["survivors_count"] - len(result["survivors"])  # the result keeps a sample (see truncated)
+        reasons += f" and {left} more" if left > 0 else ""
+        module.fail_json(msg=f"{result['survivors_count']} process(es) could not be stopped: {reasons}", **result)
     module.exit_json(**result)
 
 

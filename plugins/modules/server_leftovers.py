@@ -64,7 +64,9 @@ ports:
   sample: [{"port": 30000, "free": false, "holders": [{"pid": 4200, "name": "python3", "vmid": null,
             "cmdline": "python3 -m sglang.launch_server --port 30000"}]}]
 plan:
-  description: In check mode, one line per C(/dev/shm) file that would be removed.
+  description:
+    - In check mode, one line per C(/dev/shm) file that would be removed; for those left out of RV(shm), a last line
+      says how many there are.
   returned: always
   type: list
   elements: str
@@ -99,10 +101,33 @@ shm_patterns:
   type: list
   elements: str
 shm_removed:
-  description: Paths removed.
+  description: Paths removed (at most 20, see RV(truncated)).
   returned: always
   type: list
   elements: str
+shm_count:
+  description: The exact number of matching C(/dev/shm) entries (RV(shm) lists at most 20, then those kept first).
+  returned: always
+  type: int
+shm_stale_count:
+  description: How many of them were stale (removed, or removable in check mode).
+  returned: always
+  type: int
+shm_removed_count:
+  description: The exact number of paths removed.
+  returned: always
+  type: int
+truncated:
+  description:
+    - The lists of this result that were cut to their first 20 entries (a tenant decides how many files and port holders
+      there are, never how large the result is), such as V(shm), V(shm_removed), V(ports[0].holders) or
+      V(shm[3].users); empty when nothing was left out. Every stale file is removed, not only those listed.
+    - Each such list has its exact count beside it (RV(shm_count), RV(shm_removed_count); C(holders_count) in each
+      entry of RV(ports), C(users_count) in each entry of RV(shm)).
+  returned: always
+  type: list
+  elements: str
+  sample: [shm, shm_removed]
 """
 
 from ansible.module_utils.basic import AnsibleModule

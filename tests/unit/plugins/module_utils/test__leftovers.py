@@ -103,8 +103,8 @@ def test_a_port_names_its_holders_and_a_free_port_is_free(fake_proc, children):
     by_port = {entry["port"]: entry for entry in result["ports"]}
     assert by_port[int(port)]["free"] is False
     assert [holder["pid"] for holder in by_port[int(port)]["holders"]] == [child.pid]
-    assert by_port[40999] == {"port": 40999, "free": False, "holders": []}
-    assert by_port[40998] == {"port": 40998, "free": True, "holders": []}
+    assert by_port[40999] == {"port": 40999, "free": False, "holders": [], "holders_count": 0}
+    assert by_port[40998] == {"port": 40998, "free": True, "holders": [], "holders_count": 0}
     assert result["ports_free"] is False and result["changed"] is False
 
 
