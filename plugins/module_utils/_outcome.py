@@ -25,7 +25,6 @@ _KILLED_KEYS = ("pid", "name", "cmdline", "vmid", "signals", "seconds_to_exit")
 _PLANNED_KEYS = ("pid", "name", "cmdline", "vmid", "rule", "role")
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Steps:
     """What one host's reset produced, as plain facts.

@@ -208,4 +208,3 @@ def run_all(argvs: t.Sequence[t.Sequence[str]], timeout: float) -> list[RunResul
 
 def run(argv: t.Sequence[str], timeout: float) -> RunResult:
     return run_all([argv], timeout)[0]
-

@@ -105,8 +105,8 @@ def table(columns: t.Sequence[tuple[str, str]], rows: list[dict[str, str]], verd
     """A table as data; the count says how many rows have each verdict, in the order of `verdicts`."""
     counts = {verdict: sum(1 for row in rows if row["verdict"] == verdict) for verdict in verdicts}
     return {"columns": [key for key, _header in columns], "header": [header for _key, header in columns],
-            "rows": rows, "count": f"{len(rows)} hosts: " + ", ".join(f"{count} {verdict}" for verdict, count in
-                                                                       counts.items() if count)}
+            "rows": rows,
+            "count": f"{len(rows)} hosts: " + ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)}
 
 
 def lines(data: t.Mapping[str, t.Any]) -> list[str]:

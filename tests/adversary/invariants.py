@@ -175,9 +175,8 @@ def check_signals(outcome: Outcome) -> list[Violation]:
             continue
         what = harmed(world, outcome.observed, index)
         if what:
-            why = protected(proc, names) or ("outside the scope" if not all(in_scope(world, index, run.args)
-                                                                             for run in acting) else
-                                             "neither selected nor in a selected tree")
+            outside = not all(in_scope(world, index, run.args) for run in acting)
+            why = protected(proc, names) or ("outside the scope" if outside else "neither selected nor in a selected tree")
             violations.append(Violation("signal", f"process {index} ({proc.kind}: {cmdline(proc)[:120]!r}), "
                                                   f"{why}: {'; '.join(what)}"))
     for vmid, alive in outcome.observed.get("container_inits", {}).items():

@@ -95,7 +95,7 @@ def test_threads_with_their_own_tables_never_make_a_read_fail():
 
 def test_a_thousand_targets_still_give_a_result():
     procs = [Proc(["sh", "-c", "spawner"], uid=1000)] + [Proc(["vllm", "serve", "tiny"], parent=0, uid=1000)
-                                                         for _ in range(1100)]
+                                                         for _index in range(1100)]
     world = World(gpus=2, procs=procs, runs=[kill(patterns=["vllm serve"])])
     assert_holds(world, "6")
 
@@ -108,6 +108,6 @@ def test_a_flood_of_stale_shared_memory_files_gives_a_bounded_result():
 
 def test_many_matching_processes_give_a_bounded_result():
     procs = [Proc(["sh", "-c", "spawner"], uid=1000)] + [Proc(["vllm", "serve", "tiny"], parent=0, uid=1000)
-                                                         for _ in range(150)]
+                                                         for _index in range(150)]
     world = World(gpus=2, procs=procs, runs=[kill(patterns=["vllm serve"])])
     assert_holds(world, "A1")

@@ -82,7 +82,6 @@ PATTERNS = ["vllm", "sglang", "serve", "python", "llama", r"\.py", "VLLM::", "se
 PLANTED_NAMES = ("nvidia-smi", "systemctl", "pct", "lxc-attach", "ps", "kill", "sh", "id", "timeout", "nsenter")
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Scale:
     """How big the floods get. CI keeps every world cheap; the deep run (make adversary) reaches sizes at which a
@@ -187,7 +186,7 @@ def group(draw, minors: list[int], where: str | None, start: int, scale: Scale) 
         argv = draw(st.sampled_from([["vllm", "serve", "tiny"], ["python3", "worker.py"], ["sleep", "infinity"]]))
         count = draw(st.sampled_from(scale.procs))
         procs.append(Proc(["sh", "-c", "spawner"], kind="flood", container=where, uid=1000))
-        procs += [Proc(argv, parent=start, kind="flood", uid=1000) for _ in range(count)]
+        procs += [Proc(argv, parent=start, kind="flood", uid=1000) for _index in range(count)]
     return procs
 
 
@@ -196,7 +195,7 @@ def tenant_actions(draw, container: Container, scale: Scale) -> list[Action]:
     """What the container's root does with its /dev and /dev/shm."""
     actions = []
     vmid = container.vmid
-    for _ in range(draw(st.integers(0, 3))):
+    for _index in range(draw(st.integers(0, 3))):
         op = draw(st.sampled_from(["rm_dev", "mv_dev", "fake_dev", "link_dev", "shm_file", "shm_link", "shm_flood",
                                    "shm_symlink", "shm_dir"]))
         phase = draw(st.sampled_from(["before", "after"]))
@@ -233,7 +232,7 @@ def tenant_actions(draw, container: Container, scale: Scale) -> list[Action]:
 def host_actions(draw, scale: Scale) -> list[Action]:
     """What an unprivileged user of the node leaves in the node's /dev/shm; the node's own file nothing may touch."""
     actions = [Action("sentinel", SENTINEL, "the node's own file", mode=0o600)]
-    for _ in range(draw(st.integers(0, 3))):
+    for _index in range(draw(st.integers(0, 3))):
         op = draw(st.sampled_from(["file", "link", "flood", "fifo", "dir"]))
         owner = draw(st.sampled_from(TENANT_UIDS))
         if op == "file":
@@ -254,7 +253,7 @@ def host_actions(draw, scale: Scale) -> list[Action]:
 def search_path(draw) -> tuple[list[str], str, list[Plant]]:
     """PATH, working directory and planted programs (all of them untrusted: someone else owns or can write them)."""
     plants = []
-    for _ in range(draw(st.integers(0, 3))):
+    for _index in range(draw(st.integers(0, 3))):
         directory = draw(st.sampled_from([EVIL, WORK, f"{WORK}/bin"]))
         name = draw(st.sampled_from(PLANTED_NAMES))
         owner, mode = draw(st.sampled_from([(65534, 0o755), (0, 0o777), (1000, 0o755)]))
@@ -315,7 +314,7 @@ def worlds(draw, scale: Scale = CI, engines: tuple[str, ...] = ("gpusim", "lxc")
                                         privileged=engine == "gpusim" or draw(st.booleans())))
     places = [None] + [container.vmid for container in containers]
     procs: list[Proc] = []
-    for _ in range(draw(st.integers(1, 5))):
+    for _index in range(draw(st.integers(1, 5))):
         where = draw(st.sampled_from(places))
         reachable = minors if where is None else next(c.gpus for c in containers if c.vmid == where)
         procs += draw(group(reachable, where, len(procs), scale))

@@ -55,8 +55,8 @@ def test_every_playbook_without_fact_injection(sim, tmp_path, mode):
     status = run_playbook(STATUS, sim.inventory(), variables, env=env)
     assert status.rc == 0, status.stdout
     assert verdicts(status) == {busy: "busy", idle: "clean"}
-    gate = run_playbook(GATE, sim.inventory(), dict(variables, gpu_gate_junit_path=str(tmp_path / "g.xml"),
-                                                   gpu_gate_report_path=str(tmp_path / "g.json")), env=env)
+    reports = {"gpu_gate_junit_path": str(tmp_path / "g.xml"), "gpu_gate_report_path": str(tmp_path / "g.json")}
+    gate = run_playbook(GATE, sim.inventory(), dict(variables, **reports), env=env)
     assert gate.rc == 2 and json.loads((tmp_path / "g.json").read_text())["counts"]["busy"] == 1
     reset = run_playbook(RESET, sim.inventory(), dict(CLIENTS, **variables), env=env)
     assert reset.rc == 0, reset.stdout

@@ -305,7 +305,7 @@ FORKS_FOREVER = r'''
 import os, signal, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
-for _ in range(1000):
+for _index in range(1000):
     if os.fork() == 0:
         os.execvp("sleep", ["sleep", "3600"])
     time.sleep(0.02)

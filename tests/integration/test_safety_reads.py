@@ -134,9 +134,9 @@ budget, children, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 per_table = min(hard, 250000) - 64
-keep = [os.open("/dev/null", os.O_RDONLY) for _ in range(per_table)]
+keep = [os.open("/dev/null", os.O_RDONLY) for _index in range(per_table)]
 forked = []
-for _ in range(children):
+for _index in range(children):
     child = os.fork()
     if child == 0:
         time.sleep(3600)
@@ -149,7 +149,7 @@ def own_table():
     libc.unshare(0x400)  # CLONE_FILES: a copy of the table, as large as the main thread's
     ready.wait()
     time.sleep(3600)
-for _ in range(tables - 1):
+for _index in range(tables - 1):
     threading.Thread(target=own_table, daemon=True).start()
 ready.wait()
 save_json(out, {"pid": os.getpid(), "children": forked, "descriptors": per_table * (tables + children)})

@@ -66,8 +66,8 @@ def test_a_runtime_restarts_what_it_runs_and_each_generation_has_its_own_record(
 
 def test_the_tenants_actions_and_planted_programs_happen_and_are_seen(sim):
     world = World(proxmox=True, containers=[Container("200", [0, 1])], actions=[
-        Action("rm", "/dev/nvidia1", where="200"), Action("symlink", "/dev/shm/nccl-x", "/tmp/sentinel/victim",
-                                                         where="200"),
+        Action("rm", "/dev/nvidia1", where="200"),
+        Action("symlink", "/dev/shm/nccl-x", "/tmp/sentinel/victim", where="200"),
         Action("sentinel", "/tmp/sentinel/victim", "keep"), Action("flood", "/dev/shm/nccl-u", owner=1000, count=5)],
         plants=[Plant("/tmp/evil", "nvidia-smi")])
     with realize(world) as outcome:

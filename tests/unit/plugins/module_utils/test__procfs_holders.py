@@ -30,7 +30,7 @@ MANY_DESCRIPTORS = textwrap.dedent("""
     import os, resource, sys, time
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    keep = [os.open("/dev/null", os.O_RDONLY) for _ in range(int(sys.argv[1]))]
+    keep = [os.open("/dev/null", os.O_RDONLY) for _index in range(int(sys.argv[1]))]
     print("ready", flush=True)
     time.sleep(60)
 """)

@@ -148,7 +148,7 @@ MANY_TABLES = textwrap.dedent("""
             libc.unshare(0x400)
         ready.wait()
         stop.wait()
-    for _ in range(count):
+    for _index in range(count):
         threading.Thread(target=run, daemon=True).start()
     ready.wait()
     print("ready", flush=True)

@@ -92,7 +92,7 @@ def test_a_kept_file_is_in_the_sample_of_a_flood(fake_proc, shm_flood, monkeypat
 def sleepers(proc_view):
     """150 real `sleep` processes of the test whose command line starts with a token, shown by the proc view."""
     token = f"gpuops-unit-{uuid.uuid4().hex[:12]}"
-    children = [subprocess.Popen([token, "120"], executable="sleep") for _ in range(150)]
+    children = [subprocess.Popen([token, "120"], executable="sleep") for _index in range(150)]
     for child in children:
         proc_view.add(child.pid)
     yield token, children
@@ -126,8 +126,8 @@ def test_many_matching_processes_are_all_stopped_with_a_bounded_result(sleepers,
 
 def _facts(holders: int = 0) -> dict:
     """gpu_memory facts of one GPU held by `holders` processes."""
-    return {"verdict": "busy" if holders else "clean", "reasons": [f"pid {pid} holds 10 MiB on GPU 0"
-                                                                  for pid in range(holders)],
+    reasons = [f"pid {pid} holds 10 MiB on GPU 0" for pid in range(holders)]
+    return {"verdict": "busy" if holders else "clean", "reasons": reasons,
             "idle_threshold_mib": 64, "notes": [], "collected_at": None,
             "gpus": [{"index": 0, "name": "H200", "uuid": "GPU-0", "memory_total_mib": 143771,
                       "memory_used_mib": 10 * holders, "clean": not holders, "holder_pids": list(range(holders))}],
