@@ -18,7 +18,7 @@ PREREQS = os.path.join(REPO, "tests", "tools", "prereqs")
 SEARCH = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin"
 # What the script looks up on PATH, and what make and the script themselves run.
 PROGRAMS = ("unshare", "nsenter", "mount", "umount", "ip", "ps", "tmux", "tar", "git", "sudo", "runuser", "su",
-            "timeout", "ssh", "ssh-keygen", "gcc", "id", "make", "bash")
+            "timeout", "ssh", "ssh-keygen", "gcc", "id", "make", "bash", "lxc-start", "lxc-attach")
 
 
 def path_without(tmp_path, *left_out: str) -> str:
