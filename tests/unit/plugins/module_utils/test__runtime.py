@@ -279,8 +279,9 @@ def test_a_runtime_that_starts_the_server_again_is_the_restarter_and_the_host_is
     assert [entry["pid"] for entry in result["killed"]] == [server.pid]
     runtimes = [entry for entry in result["restarters"] if entry["kind"] == "container runtime"]
     assert runtimes == [{"unit": f"conmon (pid {conmon.pid}) of container vllm-server", "kind": "container runtime",
-                         "pids": [server.pid], "action": "reported (a restart policy or its pod may start the server "
-                                                         "again: podman stop vllm-server stops it for good)"}]
+                         "pids": [server.pid], "pids_count": 1,
+                         "action": "reported (a restart policy or its pod may start the server again: podman stop "
+                                   "vllm-server stops it for good)"}]
     assert result["respawned"], "the new conmon (or the server it starts) is seen before the stop returns"
     again = result["respawned"][0]
     assert again["pid"] not in (conmon.pid, server.pid)
