@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 import typing as t
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _subprocess
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _subprocess, _verdict
 from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import LOST_GPU_HINT, MIG_PID_HINT, GpuProcess, GpuRow, Snapshot
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import Reason
 
 GPU_FIELDS: tuple[str, ...] = (
     "index",
@@ -65,50 +66,60 @@ def _text(value: str) -> str | None:
     return None if value in NOT_AVAILABLE else value
 
 
-def explain_failure(result: _subprocess.RunResult, what: str) -> str:
-    """One sentence saying why a nvidia-smi call gave no usable answer."""
+def explain_failure(result: _subprocess.RunResult, what: str) -> Reason:
+    """One sentence saying why a nvidia-smi call gave no usable answer, and whether waiting can change it."""
     if result.refused:
-        return f"nvidia-smi was not run, since someone other than root could change it: {result.refused}"
+        return Reason(f"nvidia-smi was not run, since someone other than root could change it: {result.refused}",
+                      _verdict.READER_MISSING, lasting=True)
     if result.not_found:
-        return f"nvidia-smi is not installed or not executable ({result.argv[0]})"
+        return Reason(f"nvidia-smi is not installed or not executable ({result.argv[0]})", _verdict.READER_MISSING,
+                      lasting=True)
     if result.timed_out:
-        return (f"nvidia-smi did not answer the {what} query within the timeout "
-                f"({result.elapsed_s:.1f} s): the driver or a GPU may be hung")
+        return Reason(f"nvidia-smi did not answer the {what} query within the timeout "
+                      f"({result.elapsed_s:.1f} s): the driver or a GPU may be hung", _verdict.READ_FAILED)
     output = (result.stdout + "\n" + result.stderr).strip()
     first_line = next((line.strip() for line in output.splitlines() if line.strip()), "")
     if "couldn't communicate with the NVIDIA driver" in output:
-        return f"the NVIDIA driver is not loaded (nvidia-smi exit {result.rc}): {first_line}"
+        return Reason(f"the NVIDIA driver is not loaded (nvidia-smi exit {result.rc}): {first_line}",
+                      _verdict.DRIVER_NOT_LOADED, lasting=True)
     if "Driver/library version mismatch" in output:
-        return ("the NVIDIA driver and its library do not match (a driver update is waiting for "
-                f"a reboot or module reload; nvidia-smi exit {result.rc})")
+        return Reason("the NVIDIA driver and its library do not match (a driver update is waiting for "
+                      f"a reboot or module reload; nvidia-smi exit {result.rc})", _verdict.DRIVER_MISMATCH, lasting=True)
     handle = _DEVICE_HANDLE.search(output)
     if handle:
-        return f"GPU {handle.group(1)} does not answer ({handle.group(2).strip()}): {LOST_GPU_HINT}"
+        return lost_gpu(handle)
     if "No devices were found" in output:
-        return f"nvidia-smi found no GPUs (exit {result.rc})"
+        return Reason(f"nvidia-smi found no GPUs (exit {result.rc})", _verdict.NO_GPUS, lasting=True)
     if "Insufficient Permissions" in output or result.rc == 4:
-        return f"nvidia-smi lacks the permissions for the {what} query (exit {result.rc})"
-    return f"nvidia-smi {what} query failed with exit {result.rc}: {first_line or 'no output'}"
+        return Reason(f"nvidia-smi lacks the permissions for the {what} query (exit {result.rc})", _verdict.READ_FAILED)
+    return Reason(f"nvidia-smi {what} query failed with exit {result.rc}: {first_line or 'no output'}",
+                  _verdict.READ_FAILED)
 
 
-def parse_gpu_rows(text: str, fields: t.Sequence[str]) -> tuple[list[GpuRow], list[str]]:
+def lost_gpu(handle: t.Match[str]) -> Reason:
+    """A GPU the driver has no handle for (Xid 79 and the like): it stays lost until a reset or a reboot."""
+    return Reason(f"GPU {handle.group(1)} does not answer ({handle.group(2).strip()}): {LOST_GPU_HINT}",
+                  _verdict.GPU_LOST, lasting=True)
+
+
+def parse_gpu_rows(text: str, fields: t.Sequence[str]) -> tuple[list[GpuRow], list[Reason]]:
     rows: list[GpuRow] = []
-    problems: list[str] = []
+    problems: list[Reason] = []
     for line in text.splitlines():
         if not line.strip():
             continue
         handle = _DEVICE_HANDLE.search(line)
         if handle:
-            problems.append(f"GPU {handle.group(1)} does not answer ({handle.group(2).strip()}): {LOST_GPU_HINT}")
+            problems.append(lost_gpu(handle))
             continue
         values = [value.strip() for value in line.split(", ")]
         if len(values) != len(fields):
-            problems.append(f"nvidia-smi printed a line that is not a GPU row: {line.strip()!r}")
+            problems.append(Reason(f"nvidia-smi printed a line that is not a GPU row: {line.strip()!r}", _verdict.READ_FAILED))
             continue
         raw = dict(zip(fields, values))
         index = _number(raw["index"])
         if index is None:
-            problems.append(f"nvidia-smi printed a GPU row without an index: {line.strip()!r}")
+            problems.append(Reason(f"nvidia-smi printed a GPU row without an index: {line.strip()!r}", _verdict.READ_FAILED))
             continue
         tokens = {name: value for name, value in raw.items()
                   if _TOKEN.match(value) and value not in NOT_AVAILABLE}
@@ -134,20 +145,21 @@ def parse_gpu_rows(text: str, fields: t.Sequence[str]) -> tuple[list[GpuRow], li
     return rows, problems
 
 
-def parse_process_rows(text: str) -> tuple[list[GpuProcess], list[str]]:
+def parse_process_rows(text: str) -> tuple[list[GpuProcess], list[Reason]]:
     processes: list[GpuProcess] = []
-    problems: list[str] = []
+    problems: list[Reason] = []
     for line in text.splitlines():
         if not line.strip():
             continue
         values = line.split(", ", len(PROCESS_FIELDS) - 1)
         pid = _number(values[1]) if len(values) == len(PROCESS_FIELDS) else None
         if pid is None and len(values) == len(PROCESS_FIELDS) and _TOKEN.match(values[1].strip()):
-            problems.append(f"the driver hides the PID of a process on GPU {values[0].strip()} "
-                            f"({values[1].strip()}): {MIG_PID_HINT}")
+            problems.append(Reason(f"the driver hides the PID of a process on GPU {values[0].strip()} "
+                                   f"({values[1].strip()}): {MIG_PID_HINT}", _verdict.READ_FAILED))
             continue
         if pid is None:
-            problems.append(f"nvidia-smi printed a line that is not a GPU process row: {line.strip()!r}")
+            problems.append(Reason(f"nvidia-smi printed a line that is not a GPU process row: {line.strip()!r}",
+                                   _verdict.READ_FAILED))
             continue
         processes.append(GpuProcess(
             gpu_uuid=values[0].strip(),
@@ -185,11 +197,11 @@ def query(smi: str, timeout: float) -> Snapshot:
     if gpu_result.rc == 0:
         snapshot.problems.extend(row_problems)
         if not snapshot.gpus and not row_problems:
-            snapshot.problems.append("nvidia-smi listed no GPUs")
+            snapshot.problems.append(Reason("nvidia-smi listed no GPUs", _verdict.NO_GPUS))
     else:
         # A failed call prints a message, not rows: explain the failure, except
         # where it named the GPUs that stopped answering (the rest still parse).
-        lost = [problem for problem in row_problems if problem.endswith(LOST_GPU_HINT)]
+        lost = [problem for problem in row_problems if problem.code == _verdict.GPU_LOST]
         snapshot.problems.extend(lost or [explain_failure(gpu_result, "GPU")])
 
     if not process_result.ok:

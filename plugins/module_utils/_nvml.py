@@ -18,7 +18,7 @@ import contextlib
 import importlib.util
 import typing as t
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded, _verdict
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import (
     LOST_GPU_HINT,
@@ -28,6 +28,7 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import (
     GpuRow,
     Snapshot,
 )
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import Reason
 
 MIB = 1024 * 1024
 # nvmlDeviceGpuRecoveryAction_t, named as nvidia-smi prints gpu_recovery_action.
@@ -44,22 +45,31 @@ def _code(nvml: t.Any, name: str) -> int:
     return getattr(nvml, name, -1)
 
 
-def _error_text(nvml: t.Any, error: t.Any) -> str:
+def _error_reason(nvml: t.Any, error: t.Any) -> Reason:
     code = getattr(error, "value", None)
     if code == _code(nvml, "NVML_ERROR_DRIVER_NOT_LOADED"):
-        return f"the NVIDIA driver is not loaded (NVML: {error})"
+        return Reason(f"the NVIDIA driver is not loaded (NVML: {error})", _verdict.DRIVER_NOT_LOADED, lasting=True)
     if code == _code(nvml, "NVML_ERROR_LIB_RM_VERSION_MISMATCH"):
-        return ("the NVIDIA driver and its library do not match (a driver update is waiting for "
-                f"a reboot or module reload; NVML: {error})")
+        return Reason("the NVIDIA driver and its library do not match (a driver update is waiting for "
+                      f"a reboot or module reload; NVML: {error})", _verdict.DRIVER_MISMATCH, lasting=True)
     if code == _code(nvml, "NVML_ERROR_LIBRARY_NOT_FOUND"):
-        return f"libnvidia-ml is not installed (NVML: {error})"
+        return Reason(f"libnvidia-ml is not installed (NVML: {error})", _verdict.READER_MISSING, lasting=True)
     if code == _code(nvml, "NVML_ERROR_GPU_IS_LOST"):
-        return f"a GPU does not answer (NVML: {error}): {LOST_GPU_HINT}"
+        return Reason(f"a GPU does not answer (NVML: {error}): {LOST_GPU_HINT}", _verdict.GPU_LOST, lasting=True)
     if code == _code(nvml, "NVML_ERROR_RESET_REQUIRED"):
-        return f"the driver says the GPU requires a reset (NVML: {error})"
+        return Reason(f"the driver says the GPU requires a reset (NVML: {error})", _verdict.GPU_NEEDS_RESET,
+                      lasting=True)
     if code == _code(nvml, "NVML_ERROR_NO_PERMISSION"):
-        return f"NVML denied the query (NVML: {error})"
-    return f"NVML query failed: {error}"
+        return Reason(f"NVML denied the query (NVML: {error})", _verdict.READ_FAILED)
+    return Reason(f"NVML query failed: {error}", _verdict.READ_FAILED)
+
+
+def _on_gpu(index: int, reason: Reason) -> Reason:
+    return reason._replace(text=f"GPU {index}: {reason.text}")
+
+
+def _lost(index: int, error: t.Any) -> Reason:
+    return Reason(f"GPU {index} does not answer (NVML: {error}): {LOST_GPU_HINT}", _verdict.GPU_LOST, lasting=True)
 
 
 def _token(nvml: t.Any, error: t.Any) -> str | None:
@@ -182,7 +192,8 @@ def _read_processes(nvml: t.Any, handle: t.Any, index: int, uuid: str | None, an
         if getattr(error, "value", None) == _code(nvml, "NVML_ERROR_GPU_IS_LOST"):
             raise
         hidden = f": {MIG_PID_HINT}" if getattr(error, "value", None) == _code(nvml, "NVML_ERROR_NO_PERMISSION") else ""
-        answer["problems"].append(f"GPU {index}: its processes could not be listed ({_error_text(nvml, error)}){hidden}")
+        reason = _error_reason(nvml, error)
+        answer["problems"].append(reason._replace(text=f"GPU {index}: its processes could not be listed ({reason.text}){hidden}"))
         return
     for entry in entries:
         used = getattr(entry, "usedGpuMemory", None)
@@ -206,9 +217,9 @@ def _read_gpus(nvml: t.Any, answer: dict[str, t.Any]) -> None:
         except nvml.NVMLError as error:
             # What nvidia-smi reports as "Unable to determine the device handle": GPU_IS_LOST or UNKNOWN.
             if getattr(error, "value", None) in (_code(nvml, "NVML_ERROR_GPU_IS_LOST"), _code(nvml, "NVML_ERROR_UNKNOWN")):
-                answer["problems"].append(f"GPU {index} does not answer (NVML: {error}): {LOST_GPU_HINT}")
+                answer["problems"].append(_lost(index, error))
             else:
-                answer["problems"].append(f"GPU {index}: {_error_text(nvml, error)}")
+                answer["problems"].append(_on_gpu(index, _error_reason(nvml, error)))
             continue
         count = len(answer["gpus"])
         try:
@@ -216,9 +227,9 @@ def _read_gpus(nvml: t.Any, answer: dict[str, t.Any]) -> None:
         except nvml.NVMLError as error:
             del answer["gpus"][count:]
             if getattr(error, "value", None) == _code(nvml, "NVML_ERROR_GPU_IS_LOST"):
-                answer["problems"].append(f"GPU {index} does not answer (NVML: {error}): {LOST_GPU_HINT}")
+                answer["problems"].append(_lost(index, error))
             else:
-                answer["problems"].append(f"GPU {index}: {_error_text(nvml, error)}")
+                answer["problems"].append(_on_gpu(index, _error_reason(nvml, error)))
 
 
 def _collect() -> dict[str, t.Any]:
@@ -226,20 +237,21 @@ def _collect() -> dict[str, t.Any]:
     try:
         import pynvml as nvml  # pylint: disable=import-outside-toplevel
     except ImportError as error:
-        answer["problems"].append(f"the nvidia-ml-py binding (pynvml) is not importable: {error}")
+        answer["problems"].append(Reason(f"the nvidia-ml-py binding (pynvml) is not importable: {error}",
+                                         _verdict.READER_MISSING))
         answer["unavailable"] = True
         return answer
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as error:
-        answer["problems"].append(_error_text(nvml, error))
+        answer["problems"].append(_error_reason(nvml, error))
         answer["unavailable"] = getattr(error, "value", None) in (
             _code(nvml, "NVML_ERROR_LIBRARY_NOT_FOUND"), _code(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND"))
         return answer
     try:
         _read_gpus(nvml, answer)
     except nvml.NVMLError as error:
-        answer["problems"].append(_error_text(nvml, error))
+        answer["problems"].append(_error_reason(nvml, error))
     finally:
         with contextlib.suppress(nvml.NVMLError):  # what was read stays true
             nvml.nvmlShutdown()
@@ -251,17 +263,18 @@ def query(timeout: float) -> Snapshot:
     try:
         answer = _bounded.call(_collect, timeout)
     except _bounded.TimeLimitExceeded:
-        snapshot.problems.append(f"NVML did not answer within the timeout ({timeout:.1f} s): "
-                                 "the driver or a GPU may be hung")
+        snapshot.problems.append(Reason(f"NVML did not answer within the timeout ({timeout:.1f} s): "
+                                        "the driver or a GPU may be hung", _verdict.READ_FAILED))
         return snapshot
     except GpuOpsError as error:
-        snapshot.problems.append(f"NVML query failed: {error}")
+        snapshot.problems.append(Reason(f"NVML query failed: {error}", _verdict.READ_FAILED))
         return snapshot
     snapshot.gpus = [GpuRow(**gpu) for gpu in answer["gpus"]]
     snapshot.processes = [GpuProcess(**process) for process in answer["processes"]]
-    snapshot.problems = list(answer["problems"])
+    # The answer crossed a pipe as JSON: each reason is a list of its fields.
+    snapshot.problems = [Reason(*problem) for problem in answer["problems"]]
     snapshot.notes = list(answer["notes"])
     snapshot.unavailable = bool(answer.get("unavailable"))
     if not snapshot.gpus and not snapshot.problems:
-        snapshot.problems.append("NVML listed no GPUs")
+        snapshot.problems.append(Reason("NVML listed no GPUs", _verdict.NO_GPUS))
     return snapshot

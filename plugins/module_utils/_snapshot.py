@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
-from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN, Reason
 
 
 REQUIRES_RESET_TOKEN = "[GPU requires reset]"
@@ -92,7 +92,7 @@ class GpuProcess:
 class Snapshot:
     gpus: list[GpuRow] = field(default_factory=list)
     processes: list[GpuProcess] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[Reason] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     invocations: int = 0
     backend: str = "nvidia_smi"
@@ -160,8 +160,8 @@ class Judge:
     """Collects the reasons for a verdict; the worst one wins."""
 
     def __init__(self) -> None:
-        self.unknown: list[str] = []
-        self.busy: list[str] = []
+        self.unknown: list[Reason] = []
+        self.busy: list[Reason] = []
 
     @property
     def verdict(self) -> str:
@@ -171,4 +171,8 @@ class Judge:
 
     @property
     def reasons(self) -> list[str]:
-        return self.unknown + self.busy
+        return [reason.text for reason in self.unknown + self.busy]
+
+    @property
+    def reason_codes(self) -> list[dict[str, t.Any]]:
+        return [reason.as_code() for reason in self.unknown + self.busy]

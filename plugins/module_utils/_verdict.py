@@ -33,3 +33,43 @@ def worst(*verdicts: str) -> str:
     if unknown:
         raise ValueError(f"not a verdict: {unknown[0]!r}")
     return max(verdicts, key=rank)
+
+
+class Reason(t.NamedTuple):
+    """Why a host is not clean: the text users read, its code, and whether waiting can cure it (lasting: it cannot).
+
+    Set where the judgement is made; the settling of a wait, the metrics and the reports read the code and `lasting`,
+    never the text. A module result carries the texts as `reasons` and, in the same order, `reason_codes`.
+    """
+
+    text: str
+    code: str
+    lasting: bool = False
+
+    def as_code(self) -> dict[str, t.Any]:
+        return {"code": self.code, "lasting": self.lasting}
+
+
+# The codes (docs/reports.md lists them). The driver or the GPUs cannot be read as they are; waiting cures none.
+DRIVER_NOT_LOADED = "driver_not_loaded"
+DRIVER_MISMATCH = "driver_mismatch"
+READER_MISSING = "reader_missing"
+NO_GPUS = "no_gpus"
+GPU_LOST = "gpu_lost"
+GPU_NEEDS_RESET = "gpu_needs_reset"
+# A read that failed for now, or one that cannot judge.
+READ_FAILED = "read_failed"
+GPU_UNREADABLE = "gpu_unreadable"
+FEWER_GPUS = "fewer_gpus"
+GPUS_UNANSWERED = "gpus_unanswered"
+PROCESSES_UNREAD = "processes_unread"
+CONTAINER = "container"
+# Memory or a device held.
+GPU_HELD = "gpu_held"
+HOLDER = "holder"
+UNKILLABLE = "unkillable"
+ORPHAN = "orphan"
+UNATTRIBUTED = "unattributed"
+# What a reset did not achieve (gpu_host_reset's own reasons).
+STOP = "stop"
+LEFTOVER = "leftover"

@@ -7,8 +7,6 @@ Any violation outside the world's own class is never excused: it raises Unexpect
 
 from __future__ import annotations
 
-import pytest
-
 from gpusim.hostile import Action, Container, Plant, Proc, Run, World, realize
 
 from invariants import check_all, hard_limits

@@ -19,7 +19,7 @@ def test_verify_only_reads_and_checks_without_stopping(run_module, static_smi):
     assert result["changed"] is False and result["check_mode"] is False
     assert result["before"]["ansible_facts"]["gpu_memory"]["gpu_count"] == 8
     assert result["kill"] == {"skipped": True} and result["after"] == {"skipped": True}
-    assert result["leftovers"]["ports"] == [{"port": 1, "free": True, "holders": []}]
+    assert result["leftovers"]["ports"] == [{"port": 1, "free": True, "holders": [], "holders_count": 0}]
     verdict = result["ansible_facts"]["gpu_reset_result"]
     assert verdict["verdict"] == "clean" and verdict["verify_only"] is True and verdict["gpus_clean"] == 8
     assert result["msg"] == verdict["message"] == f"{socket.gethostname()}: clean: 8/8 GPUs at most 100 MiB, 0 processes stopped, 0 MiB freed"
