@@ -21,6 +21,7 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils import (
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._scope import validate_vmid
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import Reason
 from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import Holder, Judge
 
 BACKENDS = ("auto", "nvidia_smi", "nvml")
@@ -143,7 +144,7 @@ def read_gpus(request: Request) -> _snapshot.Snapshot:
     if request.backend == "nvml" or not snapshot.unavailable:
         return snapshot
     fallback = _nvidia_smi.query(smi, max(request.timeout - (time.monotonic() - started), 1.0))
-    fallback.notes.insert(0, f"NVML cannot be used here ({snapshot.problems[0]}); read with nvidia-smi instead")
+    fallback.notes.insert(0, f"NVML cannot be used here ({snapshot.problems[0].text}); read with nvidia-smi instead")
     return fallback
 
 
@@ -221,12 +222,12 @@ def read_holders(request: Request, table: dict[int, _procfs.Process]
     return snapshot, holders, unread
 
 
-def unread_reasons(unread: dict[int, str], table: dict[int, _procfs.Process]) -> list[str]:
+def unread_reasons(unread: dict[int, str], table: dict[int, _procfs.Process]) -> list[Reason]:
     """Why the processes that could not be read keep a host from clean: one reason per cause, naming them."""
     by_cause: dict[str, list[int]] = {}
     for pid, why in sorted(unread.items()):
         by_cause.setdefault(why, []).append(pid)
-    reasons = []
+    reasons: list[str] = []
     denied = by_cause.get(_procfs.DENIED)
     if denied:
         advice = ("this run sees less than root: run it as root (become: true)" if os.geteuid() != 0
@@ -247,7 +248,7 @@ def unread_reasons(unread: dict[int, str], table: dict[int, _procfs.Process]) ->
     if late:
         reasons.append(f"{_processes(late, table)} {_are(late)} not read within the scan's "
                        f"{_procfs.SCAN_TIMEOUT_S:g} s (the processes before them took it all): {_may_hold(late)}")
-    return reasons
+    return [Reason(reason, _verdict.PROCESSES_UNREAD) for reason in reasons]
 
 
 def _processes(pids: list[int], table: dict[int, _procfs.Process], sample: int = 10) -> str:
@@ -310,7 +311,7 @@ def bounded(facts: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     processes holding GPUs, the reasons and notes about them; see _sample). The verdict was judged on all of them."""
     result = dict(facts, gpus=[dict(gpu) for gpu in facts["gpus"]])
     truncated: list[str] = []
-    for key in ("holders", "reasons", "notes"):
+    for key in ("holders", "reasons", "reason_codes", "notes"):
         _sample.sample(result, key, truncated)
     _sample.each(result["gpus"], "holder_pids", truncated, "gpus")
     result["truncated"] = truncated
@@ -346,6 +347,7 @@ def collect(request: Request) -> dict[str, t.Any]:
     facts: dict[str, t.Any] = {
         "verdict": judge.verdict,
         "reasons": judge.reasons,
+        "reason_codes": judge.reason_codes,
         "backend": snapshot.backend,
         "driver_version": driver,
         "expected_gpu_count": request.expected_gpu_count,
@@ -365,18 +367,19 @@ def collect(request: Request) -> dict[str, t.Any]:
     return facts
 
 
-def _unattributed_reason(label: str, gpu: _snapshot.GpuRow, used: int, unseen: t.Sequence[Holder]) -> str:
+def _unattributed_reason(label: str, gpu: _snapshot.GpuRow, used: int, unseen: t.Sequence[Holder]) -> Reason:
     """Memory no listed process holds on this GPU: a leak that needs a reset, unless the driver lists processes this
     PID namespace cannot see; one of them may own it, and no reset can be done while it lives."""
     if unseen:
         who = "; ".join(holder.describe() for holder in unseen[:4]) + (f" and {len(unseen) - 4} more" if len(unseen) > 4
                                                                        else "")
-        return (f"{label}: {used} MiB used by no process this PID namespace can see, while the driver lists "
-                f"processes it cannot see, which may own it: {who}; stop them where they run (no GPU reset is "
-                f"offered while they live)")
+        return Reason(f"{label}: {used} MiB used by no process this PID namespace can see, while the driver lists "
+                      f"processes it cannot see, which may own it: {who}; stop them where they run (no GPU reset is "
+                      f"offered while they live)", _verdict.UNATTRIBUTED)
     baseline = (" (or, with MIG enabled, this is the idle baseline of tens of MiB: raise idle_threshold_mib)"
                 if gpu.mig_mode == "Enabled" and used < 1024 else "")
-    return f"{label}: {used} MiB used by no process; needs `nvidia-smi --gpu-reset -i {gpu.index}` or a reboot{baseline}"
+    return Reason(f"{label}: {used} MiB used by no process; needs `nvidia-smi --gpu-reset -i {gpu.index}` or a reboot"
+                  f"{baseline}", _verdict.UNATTRIBUTED)
 
 
 def _judge_count(request: Request, snapshot: _snapshot.Snapshot, gpus: list[_snapshot.GpuRow], judge: Judge) -> None:
@@ -385,11 +388,11 @@ def _judge_count(request: Request, snapshot: _snapshot.Snapshot, gpus: list[_sna
     if expected is not None and len(gpus) < expected and not snapshot.problems:
         lister = "NVML" if snapshot.backend == "nvml" else "nvidia-smi"
         where = f"container {request.container} has" if request.container else f"{lister} listed"
-        judge.unknown.append(f"expected {expected} GPUs, {where} {len(gpus)}")
+        judge.unknown.append(Reason(f"expected {expected} GPUs, {where} {len(gpus)}", _verdict.FEWER_GPUS))
     elif expected is not None and len(gpus) < expected:
-        judge.unknown.append(f"expected {expected} GPUs, only {len(gpus)} answered")
+        judge.unknown.append(Reason(f"expected {expected} GPUs, only {len(gpus)} answered", _verdict.GPUS_UNANSWERED))
     if not gpus and not judge.unknown:
-        judge.unknown.append("no GPU to judge")
+        judge.unknown.append(Reason("no GPU to judge", _verdict.NO_GPUS))
 
 
 def _judge_gpus(gpus: list[_snapshot.GpuRow], holders: dict[int, Holder], request: Request,
@@ -416,20 +419,22 @@ def _judge_holder(holder: Holder, shared: list[int], named: set[int], request: R
         if shared:
             owner = (f"vmid {holder.process.container.id} pid {holder.pid}"
                      if holder.process and holder.process.container else holder.describe())
-            judge.busy.append(f"GPU {', '.join(map(str, shared))} held outside this container by {owner}")
+            judge.busy.append(Reason(f"GPU {', '.join(map(str, shared))} held outside this container by {owner}",
+                                     _verdict.CONTAINER))
         return
     if holder.process is not None and holder.process.state == "D":
-        judge.busy.append(f"{holder.describe()} is in uninterruptible sleep (state D, wchan "
-                          f"{_procfs.wchan(holder.pid, request.proc) or 'unknown'}) and cannot be stopped")
+        judge.busy.append(Reason(f"{holder.describe()} is in uninterruptible sleep (state D, wchan "
+                                 f"{_procfs.wchan(holder.pid, request.proc) or 'unknown'}) and cannot be stopped",
+                                 _verdict.UNKILLABLE))
     elif holder.pid not in named:
         what = (f"holds {sum(holder.used_mib.values())} MiB on GPU {', '.join(map(str, shared))}"
                 if holder.listed_by_driver else f"has {', '.join(holder.devices)} open")
-        judge.busy.append(f"{holder.describe()} {what}")
+        judge.busy.append(Reason(f"{holder.describe()} {what}", _verdict.HOLDER))
     process = holder.process
     advice = _presets.orphan_advice(process.argv, process.comm) if process else None
     if process is not None and advice and _orphaned(process, table):
-        judge.busy.append(f"pid {holder.pid} was left behind by a stopped engine (its parent and its process "
-                          f"group's leader have exited): {advice}")
+        judge.busy.append(Reason(f"pid {holder.pid} was left behind by a stopped engine (its parent and its process "
+                                 f"group's leader have exited): {advice}", _verdict.ORPHAN))
 
 
 def _over_threshold(holder: Holder, request: Request) -> bool:
@@ -452,7 +457,7 @@ def _span(numbers: list[int]) -> str:
     return f"{numbers[0]}-{numbers[-1]}" if consecutive and len(numbers) > 2 else ", ".join(map(str, numbers))
 
 
-def held_reasons(held: list[tuple[_snapshot.GpuRow, int, list[Holder]]], threshold: int) -> list[str]:
+def held_reasons(held: list[tuple[_snapshot.GpuRow, int, list[Holder]]], threshold: int) -> list[Reason]:
     """One reason per GPU held over the threshold, with neighbours held alike (a TP group) said once."""
     groups: list[list[tuple[_snapshot.GpuRow, int, list[Holder]]]] = []
     for record in held:
@@ -464,7 +469,7 @@ def held_reasons(held: list[tuple[_snapshot.GpuRow, int, list[Holder]]], thresho
                 groups[-1].append(record)
                 continue
         groups.append([record])
-    reasons = []
+    reasons: list[str] = []
     for group in groups:
         gpu, used, owners = group[0]
         if len(group) == 1:
@@ -482,7 +487,7 @@ def held_reasons(held: list[tuple[_snapshot.GpuRow, int, list[Holder]]], thresho
         who = f"{family}{suffixes[0]}-{suffixes[-1]}" if consecutive else ", ".join(names)
         reasons.append(f"GPUs {_span([record[0].index for record in group])}: {used} MiB used each > idle threshold "
                        f"{threshold} MiB, held by pids {_span([holder.pid for holder in holders])} ({who}) in {where}")
-    return reasons
+    return [Reason(reason, _verdict.GPU_HELD) for reason in reasons]
 
 
 def _ecc_grew(gpu: _snapshot.GpuRow, baseline: dict[str, int] | None) -> str | None:
@@ -494,28 +499,31 @@ def _ecc_grew(gpu: _snapshot.GpuRow, baseline: dict[str, int] | None) -> str | N
     return f"from {before} to {now}"
 
 
-def _driver_doubts(gpu: _snapshot.GpuRow, ecc_baseline: dict[str, int] | None) -> list[str]:
+def _driver_doubts(gpu: _snapshot.GpuRow, ecc_baseline: dict[str, int] | None) -> list[Reason]:
     """Why the driver's own answers about this GPU forbid `clean`: unreadable memory, error tokens, reset-needed states."""
-    doubts = []
+    doubts: list[Reason] = []
     if gpu.memory_used_mib is None and gpu.reports_no_memory():
         hint = _snapshot.unified_memory_hint(gpu.memory_absent or "[N/A]")
-        doubts.append(f"memory use cannot be judged ({gpu.name or 'unknown model'}): {hint}")
+        doubts.append(Reason(f"memory use cannot be judged ({gpu.name or 'unknown model'}): {hint}",
+                             _verdict.GPU_UNREADABLE))
     elif gpu.memory_used_mib is None:
-        doubts.append(f"used memory not readable ({gpu.memory_token() or 'no number'})")
+        doubts.append(Reason(f"used memory not readable ({gpu.memory_token() or 'no number'})", _verdict.GPU_UNREADABLE))
     # The memory fields share one driver call (NVML): the same token as used memory is said once, above.
     used_token = gpu.tokens.get("memory.used")
     others = {name: token for name, token in gpu.tokens.items()
               if not (name.startswith("memory.") and token == used_token)}
     if others:
         listed = ", ".join(f"{name} = {token}" for name, token in sorted(others.items()))
-        doubts.append(f"the driver answered with an error instead of a value ({listed})")
+        doubts.append(Reason(f"the driver answered with an error instead of a value ({listed})", _verdict.GPU_UNREADABLE))
     if gpu.requires_reset:
-        doubts.append(f"the driver says the GPU requires a reset (recovery action: {gpu.recovery_action or gpu.tokens})")
-    doubts.extend(f"needs a GPU reset before it is clean: {state}" for state in gpu.reset_needed_states())
+        doubts.append(Reason(f"the driver says the GPU requires a reset (recovery action: "
+                             f"{gpu.recovery_action or gpu.tokens})", _verdict.GPU_NEEDS_RESET, lasting=True))
+    doubts.extend(Reason(f"needs a GPU reset before it is clean: {state}", _verdict.GPU_NEEDS_RESET)
+                  for state in gpu.reset_needed_states())
     grew = _ecc_grew(gpu, ecc_baseline)
     if grew:
-        doubts.append(f"uncorrected ECC errors grew {grew} since the baseline: the GPU needs a reset "
-                      "(or a drain and a check) before it is clean")
+        doubts.append(Reason(f"uncorrected ECC errors grew {grew} since the baseline: the GPU needs a reset "
+                             "(or a drain and a check) before it is clean", _verdict.GPU_NEEDS_RESET))
     return doubts
 
 
@@ -526,7 +534,7 @@ def _judge_gpu(gpu: _snapshot.GpuRow, holders: list[Holder], request: Request, j
     unseen: the processes the driver lists that this PID namespace cannot see (on any GPU)."""
     label = f"GPU {gpu.index}" + (f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else "")
     used = gpu.memory_used_mib
-    judge.unknown.extend(f"{label}: {reason}" for reason in _driver_doubts(gpu, request.ecc_baseline))
+    judge.unknown.extend(reason._replace(text=f"{label}: {reason.text}") for reason in _driver_doubts(gpu, request.ecc_baseline))
     listed = [holder for holder in holders if holder.listed_by_driver]
     over = used is not None and used > request.idle_threshold_mib
     if used is not None and over and listed:

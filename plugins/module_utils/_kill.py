@@ -186,8 +186,9 @@ class Selector:
                                            timeout=min(10.0, (self.request.timeout or 40) / 4), proc=self.request.proc)
         snapshot, holders, unread = _gpu_facts.read_holders(facts_request, table)
         if snapshot.problems:
-            plan.warnings.append("GPU holders are known from /dev/nvidia* only: " + "; ".join(snapshot.problems))
-        plan.warnings.extend(f"GPU holders may be missing: {reason}" for reason in _gpu_facts.unread_reasons(unread, table))
+            plan.warnings.append("GPU holders are known from /dev/nvidia* only: "
+                                 + "; ".join(problem.text for problem in snapshot.problems))
+        plan.warnings.extend(f"GPU holders may be missing: {reason.text}" for reason in _gpu_facts.unread_reasons(unread, table))
         for holder in holders.values():
             if holder.process is not None:
                 where = ", ".join(map(str, holder.gpu_indexes)) or "devices " + ", ".join(holder.devices)

@@ -25,6 +25,7 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._signal import printable
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import Reason
 
 READY, FAILED, TIMEOUT = "ready", "failed", "timeout"
 # Why the wait ended (settled_because).
@@ -118,7 +119,7 @@ class Watch:
     health: dict[str, t.Any] | None = None
     health_status: int | None = None
     gpus: dict[int, int] = field(default_factory=dict)
-    gpu_problems: list[str] = field(default_factory=list)
+    gpu_problems: list[Reason] = field(default_factory=list)
     gpu_total: int = 0
     gpu_read_at: float | None = None
     log_size: int | None = None
@@ -328,8 +329,8 @@ def _judge_server(request: Request, watch: Watch, look: Look) -> tuple[str, str,
     if health.get("status") in (404, 405):
         return FAILED, NO_ENDPOINT, [f"{health['url']} answers {health['status']}: the server has no such endpoint "
                                      "(set health_path)"]
-    if request.expected_gpus and watch.gpu_problems and any(_settle.lasting_problem(p) for p in watch.gpu_problems):
-        return FAILED, GPU_ERROR, [f"the GPUs cannot be read: {'; '.join(watch.gpu_problems)}"]
+    if request.expected_gpus and any(problem.lasting for problem in watch.gpu_problems):
+        return FAILED, GPU_ERROR, [f"the GPUs cannot be read: {'; '.join(problem.text for problem in watch.gpu_problems)}"]
     if health.get("status") == 200 and _gpus_ready(request, watch) >= request.expected_gpus:
         return READY, READY, []
     return None
@@ -349,7 +350,7 @@ def _state(request: Request, watch: Watch, look: Look) -> str:
     if request.expected_gpus:
         parts.append(f"{_gpus_ready(request, watch)} of {request.expected_gpus} GPUs hold {request.min_mib_per_gpu} MiB "
                      f"or more ({', '.join(f'GPU {i}: {m} MiB' for i, m in sorted(watch.gpus.items())) or 'none held'})")
-    parts.extend(watch.gpu_problems[:1])
+    parts.extend(problem.text for problem in watch.gpu_problems[:1])
     return "; ".join(parts)
 
 
@@ -474,7 +475,7 @@ def _result(request: Request, scope: Scope, watch: Watch, look: Look, judged: tu
         "log_cause": cause,
         "polls": watch.polls,
         "container": request.container,
-        "gpu_problems": watch.gpu_problems,
+        "gpu_problems": [problem.text for problem in watch.gpu_problems],
     }
 
 

@@ -15,9 +15,10 @@ import os
 import re
 import typing as t
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs, _rootfs
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _procfs, _rootfs, _verdict
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import GpuRow, Holder, Judge
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import Reason
 
 _VMID = re.compile(r"^[1-9][0-9]{0,8}$")
 
@@ -78,16 +79,16 @@ def container_gpus(vmid: str, gpus: list[GpuRow], holders: dict[int, Holder], mi
         holder.in_scope = holder.process is not None and holder.process.vmid == vmid
     init = _procfs.container_init(vmid, table)
     if init is None:
-        judge.unknown.append(f"container {vmid} is not running on this node")
+        judge.unknown.append(Reason(f"container {vmid} is not running on this node", _verdict.CONTAINER))
         return [], scope
     try:
         given = set(container_gpu_minors(init, proc))
     except GpuOpsError as error:
-        judge.unknown.append(f"the GPUs of container {vmid} cannot be read: {error}")
+        judge.unknown.append(Reason(f"the GPUs of container {vmid} cannot be read: {error}", _verdict.CONTAINER))
         given = set()
     devices = {gpu.index for gpu in gpus if minors[gpu.index] in given}
     held = {index for holder in holders.values() if holder.in_scope for index in holder.used_mib}
-    judge.busy.extend(f"GPU {index} is held by a process of container {vmid} but is not "
-                      f"among the device files the node gave it" for index in sorted(held - devices))
+    judge.busy.extend(Reason(f"GPU {index} is held by a process of container {vmid} but is not among the device files "
+                             "the node gave it", _verdict.CONTAINER) for index in sorted(held - devices))
     scope["init_pid"] = init.pid
     return [gpu for gpu in gpus if gpu.index in devices | held], scope

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 import typing as t
 
@@ -35,18 +34,6 @@ PROTECTED = "protected"
 UNKILLABLE = "unkillable"
 LEAK = "leak"
 TIMEOUT = "timeout"
-
-# Problems a read reports that waiting cannot cure (the texts are the collection's own, from _nvidia_smi and _nvml).
-_LASTING_PROBLEMS = re.compile(
-    r"^(the NVIDIA driver is not loaded|the NVIDIA driver and its library do not match"
-    r"|nvidia-smi is not installed|libnvidia-ml is not installed|nvidia-smi found no GPUs)"
-    r"|it may have fallen off the bus$|the driver says the GPU requires a reset")
-_FEWER_GPUS = re.compile(r"^expected \d+ GPUs, (nvidia-smi listed|NVML listed|container \S+ has) \d+$")
-
-
-def lasting_problem(reason: str) -> bool:
-    return bool(_LASTING_PROBLEMS.search(reason))
-
 
 def _reachable(holder: dict[str, t.Any]) -> bool:
     """A holder the stop can still act on (visible, in scope, not protected, not in uninterruptible sleep)."""
@@ -78,9 +65,11 @@ class Tracker:
         self.confirming = False
         if facts["verdict"] == _verdict.CLEAN:
             return CLEAN
-        if any(lasting_problem(reason) for reason in facts["reasons"]):
+        # What waiting can cure was judged with each reason (_verdict.Reason); the texts are never read here.
+        codes = facts["reason_codes"]
+        if any(code["lasting"] for code in codes):
             return GPU_ERROR
-        fewer = facts["verdict"] == _verdict.UNKNOWN and any(_FEWER_GPUS.match(reason) for reason in facts["reasons"])
+        fewer = facts["verdict"] == _verdict.UNKNOWN and any(code["code"] == _verdict.FEWER_GPUS for code in codes)
         self.fewer_reads = self.fewer_reads + 1 if fewer else 0
         if self.fewer_reads >= CONSECUTIVE_READS:
             return GPUS_MISSING

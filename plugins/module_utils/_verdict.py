@@ -50,7 +50,7 @@ class Reason(t.NamedTuple):
         return {"code": self.code, "lasting": self.lasting}
 
 
-# The codes (docs/reports.md lists them). The driver or the GPUs cannot be read as they are; waiting cures none.
+# The codes (docs/reports.md lists them). The driver or the GPUs cannot be read as they are.
 DRIVER_NOT_LOADED = "driver_not_loaded"
 DRIVER_MISMATCH = "driver_mismatch"
 READER_MISSING = "reader_missing"
@@ -70,6 +70,3 @@ HOLDER = "holder"
 UNKILLABLE = "unkillable"
 ORPHAN = "orphan"
 UNATTRIBUTED = "unattributed"
-# What a reset did not achieve (gpu_host_reset's own reasons).
-STOP = "stop"
-LEFTOVER = "leftover"

@@ -124,6 +124,16 @@ ansible_facts:
           elements: str
           returned: always
           sample: ["GPU 3 (00000000:3B:00.0): 95944 MiB used > idle threshold 100 MiB, held by pid 4242 (sglang::scheduler_TP3) in container 200"]
+        reason_codes:
+          description:
+            - "For each reason, in the same order: its C(code) (V(gpu_held), V(holder), V(driver_not_loaded), V(gpu_lost),
+              V(fewer_gpus), V(processes_unread), ...; docs/reports.md in the collection's repository lists them) and
+              C(lasting), true where waiting cannot cure it (a driver that is not loaded, a lost GPU, a reset the
+              driver asks for). A wait settles on these, never on the texts."
+          type: list
+          elements: dict
+          returned: always
+          sample: [{"code": "gpu_held", "lasting": false}]
         backend:
           description: "V(nvidia_smi) or V(nvml)."
           type: str
@@ -226,13 +236,17 @@ ansible_facts:
           description: "The exact number of reasons (RV(ansible_facts.gpu_memory.reasons) lists at most 20)."
           type: int
           returned: always
+        reason_codes_count:
+          description: "The exact number of reason codes (the same as RV(ansible_facts.gpu_memory.reasons_count))."
+          type: int
+          returned: always
         notes_count:
           description: "The exact number of notes (RV(ansible_facts.gpu_memory.notes) lists at most 20)."
           type: int
           returned: always
         truncated:
           description:
-            - "The lists cut to their first 20 entries (V(holders), V(reasons), V(notes), V(gpus[0].holder_pids)); empty
+            - "The lists cut to their first 20 entries (V(holders), V(reasons), V(reason_codes), V(notes), V(gpus[0].holder_pids)); empty
               when nothing was left out. A tenant decides how many processes hold a GPU, never how large the facts are:
               the verdict is judged on all of them, each list keeps its exact count beside it."
           type: list

@@ -260,7 +260,7 @@ class Check:
         started = time.monotonic()
         snapshot = self.lib["smi"].query(self.smi, self.args.query_timeout)
         self.report["measured"]["nvidia_smi_query_s"] = round(time.monotonic() - started, 3)
-        if not self.record("nvidia-smi answers", not snapshot.problems and snapshot.gpus, problems=snapshot.problems):
+        if not self.record("nvidia-smi answers", not snapshot.problems and snapshot.gpus, problems=[problem.text for problem in snapshot.problems]):
             return False
         self.gpu_count = len(snapshot.gpus)
         self.idle = {gpu.index: gpu.memory_used_mib for gpu in snapshot.gpus}

@@ -13,6 +13,18 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 
+def held_texts(records, threshold):
+    reasons = _gpu_facts.held_reasons(records, threshold)
+    assert {reason.code for reason in reasons} <= {"gpu_held"} and not any(reason.lasting for reason in reasons)
+    return [reason.text for reason in reasons]
+
+
+def unread_texts(unread, table):
+    reasons = _gpu_facts.unread_reasons(unread, table)
+    assert {reason.code for reason in reasons} <= {"processes_unread"} and not any(reason.lasting for reason in reasons)
+    return [reason.text for reason in reasons]
+
+
 def process(pid, title, comm=None, cgroups=("/",), nspid=None):
     return _procfs.Process(pid=pid, ppid=1, pgid=pid, sid=pid, state="S", comm=comm or title[:15], argv=(title,),
                            start_ticks=1, flags=0, threads=1, uid=0, nspid=nspid or (pid,), cgroups=cgroups)
@@ -28,13 +40,13 @@ def holder(pid, title, **kwargs):
 
 def test_a_tp_group_is_one_reason():
     records = [held(index, 95944, holder(100 + index, f"VLLM::Worker_TP{index}")) for index in range(4)]
-    assert _gpu_facts.held_reasons(records, 100) == [
+    assert held_texts(records, 100) == [
         "GPUs 0-3: 95944 MiB used each > idle threshold 100 MiB, held by pids 100-103 (VLLM::Worker_TP0-3) in the host"]
 
 
 def test_one_process_on_two_gpus_is_no_tp_group():
     python = holder(27, "python3 train.py")
-    reasons = _gpu_facts.held_reasons([held(0, 2048, python), held(1, 2048, python)], 100)
+    reasons = held_texts([held(0, 2048, python), held(1, 2048, python)], 100)
     assert [reason.split(":")[0] for reason in reasons] == ["GPU 0 (00000000", "GPU 1 (00000000"]
     assert all("held by pid 27 (python3 train.py) in the host" in reason for reason in reasons)
 
@@ -50,7 +62,7 @@ def test_groups_break_on_size_gap_family_and_place():
         held(6, 50000, holder(15, "python3 train.py", cgroups=lxc, nspid=(15, 7))),  # other place
         held(7, 100, holder(16, "a"), holder(17, "b")),               # two holders
     ]
-    reasons = _gpu_facts.held_reasons(records, 10)
+    reasons = held_texts(records, 10)
     assert reasons[0] == "GPUs 0, 1: 95944 MiB used each > idle threshold 10 MiB, held by pids 10, 11 (sglang::scheduler_TP0-1) in the host"
     assert reasons[1].startswith("GPU 2 (00000000:02:00.0): 50000 MiB used > idle threshold 10 MiB, held by pid 12")
     assert [reason.split(":")[0] for reason in reasons[2:]] == ["GPU 4 (00000000", "GPU 5 (00000000", "GPU 6 (00000000",
@@ -88,7 +100,7 @@ def test_holders_out_of_reach_are_confirmed_by_the_next_read_at_once(monkeypatch
     """The wait sleeps its poll interval between reads, except before the read that confirms holders out of reach."""
     def read(pid, in_scope):
         holder = {"pid": pid, "visible": True, "in_scope": in_scope, "protected": False, "state": "S"}
-        return {"verdict": "busy", "reasons": [], "nvidia_smi_calls": 2, "holders": [holder],
+        return {"verdict": "busy", "reasons": [], "reason_codes": [], "nvidia_smi_calls": 2, "holders": [holder],
                 "gpus": [{"index": 0, "uuid": "GPU-0", "memory_used_mib": 12000, "unattributed": False}]}
     reads = iter([read(10, True), read(11, False), read(11, False)])
     sleeps = []
@@ -128,7 +140,7 @@ def test_a_listed_process_with_no_device_open_is_the_holder_only_in_the_drivers_
 def test_processes_that_could_not_be_read_are_named_by_cause():
     table = {7: process(7, "python3 tenant.py"), 8: process(8, "sleep 60")}
     unread = {7: _procfs.COSTLY, 8: _procfs.STALLED, 9: _procfs.DENIED, **dict.fromkeys(range(100, 112), _procfs.NOT_REACHED)}
-    reasons = _gpu_facts.unread_reasons(unread, table)
+    reasons = unread_texts(unread, table)
     advice = ("this run sees less than root: run it as root (become: true)" if os.geteuid() != 0
               else "access is denied even to root here")
     assert reasons == [
@@ -140,7 +152,7 @@ def test_processes_that_could_not_be_read_are_named_by_cause():
         "12 processes (pids 100, 101, 102, 103, 104, 105, 106, 107, 108, 109 and 2 more) are not read within the "
         f"scan's {_procfs.SCAN_TIMEOUT_S:g} s (the processes before them took it all): any of them may hold a GPU",
     ]
-    assert _gpu_facts.unread_reasons({}, table) == []
+    assert unread_texts({}, table) == []
 
 
 def test_an_nvidia_smi_given_that_others_could_change_is_not_run(static_smi, proc_view, tmp_path):

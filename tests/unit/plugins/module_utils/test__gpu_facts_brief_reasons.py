@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _gpu_facts, _nvidia_smi, _procfs
 
+
+def held_texts(records, threshold):
+    reasons = _gpu_facts.held_reasons(records, threshold)
+    assert {reason.code for reason in reasons} <= {"gpu_held"} and not any(reason.lasting for reason in reasons)
+    return [reason.text for reason in reasons]
+
 MODEL = "--model-path meta-llama/Llama-3.1-70B-Instruct"
 
 
@@ -20,14 +26,14 @@ def held(index, *owners):
 def test_ranks_with_a_gap_are_named_one_by_one_not_as_a_range():
     ranks = (0, 2, 3)
     records = [held(index, holder(20 + index, f"sglang::scheduler_TP{rank}")) for index, rank in enumerate(ranks)]
-    reason = _gpu_facts.held_reasons(records, 100)[0]
+    reason = held_texts(records, 100)[0]
     assert "(sglang::scheduler_TP0, sglang::scheduler_TP2, sglang::scheduler_TP3)" in reason
     assert "TP0-3" not in reason
 
 
 def test_consecutive_ranks_are_a_range():
     records = [held(index, holder(20 + index, f"VLLM::Worker_TP{index + 4}")) for index in range(4)]
-    assert "held by pids 20-23 (VLLM::Worker_TP4-7) in the host" in _gpu_facts.held_reasons(records, 100)[0]
+    assert "held by pids 20-23 (VLLM::Worker_TP4-7) in the host" in held_texts(records, 100)[0]
 
 
 def test_a_long_command_line_is_cut_between_arguments_and_says_so():

@@ -79,7 +79,7 @@ def test_lost_gpu_line_is_a_problem_and_other_rows_still_parse():
     text = good + "Unable to determine the device handle for GPU0000:3A:00.0: Unknown Error\n"
     rows, problems = _nvidia_smi.parse_gpu_rows(text, fields)
     assert len(rows) == 1
-    assert problems == ["GPU 0000:3A:00.0 does not answer (Unknown Error): it may have fallen off the bus"]
+    assert problems == [("GPU 0000:3A:00.0 does not answer (Unknown Error): it may have fallen off the bus", "gpu_lost", True)]
 
 
 def test_tokens_are_kept_and_numbers_refused():
@@ -95,8 +95,8 @@ def test_garbage_is_a_problem_not_a_row():
     rows, problems = _nvidia_smi.parse_gpu_rows("WARNING: infoROM is corrupted at gpu 0000:18:00.0\n",
                                                 _nvidia_smi.GPU_FIELDS)
     assert rows == []
-    assert problems == ["nvidia-smi printed a line that is not a GPU row: "
-                        "'WARNING: infoROM is corrupted at gpu 0000:18:00.0'"]
+    assert problems == [("nvidia-smi printed a line that is not a GPU row: "
+                         "'WARNING: infoROM is corrupted at gpu 0000:18:00.0'", "read_failed", False)]
     assert _nvidia_smi.parse_process_rows("No running processes found\n")[1] != []
 
 
@@ -104,25 +104,26 @@ def _result(rc, stdout="", stderr="", **flags):
     return RunResult(("nvidia-smi",), rc, stdout, stderr, 0.5, **flags)
 
 
-@pytest.mark.parametrize("result, expected", [
-    (_result(None, not_found=True), "nvidia-smi is not installed or not executable (nvidia-smi)"),
+@pytest.mark.parametrize("result, expected, code, lasting", [
+    (_result(None, not_found=True), "nvidia-smi is not installed or not executable (nvidia-smi)", "reader_missing", True),
     (_result(None, timed_out=True), "nvidia-smi did not answer the GPU query within the timeout (0.5 s): "
-                                    "the driver or a GPU may be hung"),
+                                    "the driver or a GPU may be hung", "read_failed", False),
     (_result(9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
                 "latest NVIDIA driver is installed and running.\n\n"),
      "the NVIDIA driver is not loaded (nvidia-smi exit 9): NVIDIA-SMI has failed because it couldn't communicate "
-     "with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."),
+     "with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.", "driver_not_loaded", True),
     (_result(18, "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 590.48\n"),
      "the NVIDIA driver and its library do not match (a driver update is waiting for a reboot or module reload; "
-     "nvidia-smi exit 18)"),
+     "nvidia-smi exit 18)", "driver_mismatch", True),
     (_result(15, "Unable to determine the device handle for GPU0000:3A:00.0: Unknown Error\n"),
-     "GPU 0000:3A:00.0 does not answer (Unknown Error): it may have fallen off the bus"),
-    (_result(6, "No devices were found\n"), "nvidia-smi found no GPUs (exit 6)"),
-    (_result(4, "", "Insufficient Permissions\n"), "nvidia-smi lacks the permissions for the GPU query (exit 4)"),
-    (_result(255, "Unknown Error\n"), "nvidia-smi GPU query failed with exit 255: Unknown Error"),
+     "GPU 0000:3A:00.0 does not answer (Unknown Error): it may have fallen off the bus", "gpu_lost", True),
+    (_result(6, "No devices were found\n"), "nvidia-smi found no GPUs (exit 6)", "no_gpus", True),
+    (_result(4, "", "Insufficient Permissions\n"), "nvidia-smi lacks the permissions for the GPU query (exit 4)",
+     "read_failed", False),
+    (_result(255, "Unknown Error\n"), "nvidia-smi GPU query failed with exit 255: Unknown Error", "read_failed", False),
 ])
-def test_failures_are_explained(result, expected):
-    assert _nvidia_smi.explain_failure(result, "GPU") == expected
+def test_failures_are_explained_with_a_code_and_whether_waiting_can_cure_them(result, expected, code, lasting):
+    assert _nvidia_smi.explain_failure(result, "GPU") == (expected, code, lasting)
 
 
 def _world(**extra):
@@ -158,23 +159,24 @@ def test_query_of_a_hung_nvidia_smi_ends_at_the_timeout(static_smi):
     snapshot = _nvidia_smi.query(static_smi(_world(faults={"hang_s": 600})), timeout=1.0)
     assert time.monotonic() - started < 3.0
     assert snapshot.gpus == []
-    assert snapshot.problems[0].startswith("nvidia-smi did not answer the GPU query within the timeout")
+    assert snapshot.problems[0].text.startswith("nvidia-smi did not answer the GPU query within the timeout")
 
 
 def test_query_without_driver_is_one_problem(static_smi):
     snapshot = _nvidia_smi.query(static_smi(_world(faults={"driver_not_loaded": True})), timeout=10)
     assert snapshot.gpus == []
     assert len(snapshot.problems) == 1  # both queries fail alike: one reason
-    assert snapshot.problems[0].startswith("the NVIDIA driver is not loaded (nvidia-smi exit 9)")
+    assert snapshot.problems[0].text.startswith("the NVIDIA driver is not loaded (nvidia-smi exit 9)")
 
 
 def test_a_lost_gpu_is_one_reason_though_both_queries_name_it(static_smi):
     snapshot = _nvidia_smi.query(static_smi(_world(faults={"lost_gpus": [3]})), timeout=10)
     assert [gpu.index for gpu in snapshot.gpus] == [0, 1, 2, 4, 5, 6, 7]
-    assert len(snapshot.problems) == 1 and snapshot.problems[0].endswith(
+    assert len(snapshot.problems) == 1 and snapshot.problems[0].text.endswith(
         "does not answer (Unknown Error): it may have fallen off the bus")
 
 
 def test_query_of_a_missing_binary(tmp_path):
     snapshot = _nvidia_smi.query(str(tmp_path / "nvidia-smi"), timeout=5)
-    assert snapshot.problems == [f"nvidia-smi is not installed or not executable ({tmp_path / 'nvidia-smi'})"]
+    assert [problem.text for problem in snapshot.problems] == [
+        f"nvidia-smi is not installed or not executable ({tmp_path / 'nvidia-smi'})"]

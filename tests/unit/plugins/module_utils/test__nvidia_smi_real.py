@@ -43,7 +43,7 @@ def judge(capture: str, fields=FIELDS, baseline=None, threshold=100, **values: s
     verdict = _snapshot.Judge()
     request = _gpu_facts.Request(idle_threshold_mib=threshold, ecc_baseline=baseline)
     facts = _gpu_facts._judge_gpu(gpus[0], [], request, verdict, set(), [])
-    return verdict.unknown + verdict.busy, facts
+    return verdict.reasons, facts
 
 
 def test_the_real_idle_captures_are_clean():
@@ -150,9 +150,10 @@ def test_mig_in_a_container_hides_pids():
     text = "GPU-5c3f3ad6-4cde-bf7d-c4f8-6c3e3a9b8c21, [Insufficient Permissions], [N/A], python3\n"
     processes, problems = _nvidia_smi.parse_process_rows(text)
     assert processes == []
-    assert problems == ["the driver hides the PID of a process on GPU GPU-5c3f3ad6-4cde-bf7d-c4f8-6c3e3a9b8c21 "
-                        "([Insufficient Permissions]): inside a container on a MIG GPU the driver does not disclose "
-                        "other processes' PIDs: run the check on the host, outside the container"]
+    assert [problem.text for problem in problems] == [
+        "the driver hides the PID of a process on GPU GPU-5c3f3ad6-4cde-bf7d-c4f8-6c3e3a9b8c21 ([Insufficient "
+        "Permissions]): inside a container on a MIG GPU the driver does not disclose other processes' PIDs: run the "
+        "check on the host, outside the container"]
 
 
 def test_uncorrected_ecc_that_grew_since_the_baseline_is_not_clean():
@@ -177,3 +178,17 @@ def test_older_drivers_are_read_without_the_newer_fields():
     assert reasons == [] and facts["clean"]
     assert facts["remapped_rows_pending"] is None and facts["recovery_action"] is None
     assert facts["memory_reserved_mib"] is None
+
+
+@pytest.mark.parametrize("values, code, lasting", [
+    ({"gpu_recovery_action": "Reset"}, "gpu_needs_reset", True),
+    ({"remapped_rows.pending": "Yes"}, "gpu_needs_reset", False),
+    ({"memory.used": "[Unknown Error]"}, "gpu_unreadable", False),
+])
+def test_the_driver_doubts_carry_their_code_and_whether_waiting_can_cure_them(values, code, lasting):
+    """A reset the driver asks for stays until someone resets the GPU; a pending remap or an odd token may pass."""
+    row = dict(capture_row("h100-80gb-hbm3"), **values)
+    gpus, _problems = _nvidia_smi.parse_gpu_rows(", ".join(row[field] for field in FIELDS) + "\n", FIELDS)
+    verdict = _snapshot.Judge()
+    _gpu_facts._judge_gpu(gpus[0], [], _gpu_facts.Request(), verdict, set(), [])
+    assert verdict.reason_codes[0] == {"code": code, "lasting": lasting}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _settle
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _settle, _verdict
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import Reason
+
+FEWER = Reason("expected 8 GPUs, nvidia-smi listed 7", _verdict.FEWER_GPUS)
 
 
 def gpu(index, used, unattributed=False):
@@ -14,7 +17,8 @@ def holder(pid, visible=True, in_scope=True, protected=False, state="S"):
 
 
 def facts(verdict, reasons=(), gpus=(), holders=()):
-    return {"verdict": verdict, "reasons": list(reasons), "gpus": list(gpus), "holders": list(holders)}
+    return {"verdict": verdict, "reasons": [reason.text for reason in reasons],
+            "reason_codes": [reason.as_code() for reason in reasons], "gpus": list(gpus), "holders": list(holders)}
 
 
 def replay(reads, window=5.0, step=0.25):
@@ -25,18 +29,28 @@ def replay(reads, window=5.0, step=0.25):
 
 def test_clean_and_lasting_errors_settle_at_once_a_hung_read_does_not():
     assert replay([facts("clean")]) == ["clean"]
-    for reason in ("the NVIDIA driver is not loaded (nvidia-smi exit 9): NVIDIA-SMI has failed",
-                   "GPU 0000:3A:00.0 does not answer (Unknown Error): it may have fallen off the bus",
-                   "nvidia-smi is not installed or not executable (nvidia-smi)",
-                   "the NVIDIA driver and its library do not match (a driver update is waiting for a reboot)"):
+    for reason in (Reason("the NVIDIA driver is not loaded (nvidia-smi exit 9)", _verdict.DRIVER_NOT_LOADED, True),
+                   Reason("GPU 0000:3A:00.0 does not answer (Unknown Error)", _verdict.GPU_LOST, True),
+                   Reason("nvidia-smi is not installed or not executable (nvidia-smi)", _verdict.READER_MISSING, True),
+                   Reason("the NVIDIA driver and its library do not match", _verdict.DRIVER_MISMATCH, True)):
         assert replay([facts("unknown", [reason])]) == ["gpu_error"], reason
-    hung = facts("unknown", ["nvidia-smi did not answer the GPU query within the timeout (10.0 s): hung",
-                             "expected 8 GPUs, only 0 answered"])
+    hung = facts("unknown", [Reason("nvidia-smi did not answer the GPU query within the timeout (10.0 s): hung",
+                                    _verdict.READ_FAILED),
+                             Reason("expected 8 GPUs, only 0 answered", _verdict.GPUS_UNANSWERED)])
     assert replay([hung] * 4) == [None] * 4
 
 
+def test_what_waiting_can_cure_is_read_from_the_reason_never_from_its_text():
+    """The same words with another judgement settle otherwise: the text is for people only."""
+    worded_as_lasting = Reason("the NVIDIA driver is not loaded", _verdict.READ_FAILED)
+    assert replay([facts("unknown", [worded_as_lasting])] * 3) == [None] * 3
+    assert replay([facts("unknown", [Reason("a new kind of failure", "new_code", lasting=True)])]) == ["gpu_error"]
+    fewer_in_other_words = facts("unknown", [Reason("seven GPUs where eight were expected", _verdict.FEWER_GPUS)])
+    assert replay([fewer_in_other_words] * 2) == [None, "gpus_missing"]
+
+
 def test_fewer_gpus_settles_on_the_second_read_in_a_row_only():
-    short = facts("unknown", ["expected 8 GPUs, nvidia-smi listed 7"])
+    short = facts("unknown", [FEWER])
     full = facts("busy", gpus=[gpu(0, 500)], holders=[holder(10)])
     assert replay([short, full, short, short]) == [None, None, None, "gpus_missing"]
 
@@ -91,10 +105,10 @@ def test_d_state_holders_settle_unkillable_after_the_window_and_invisible_ones_w
 
 def test_history_survives_a_round_trip_and_stale_history_is_dropped():
     tracker = _settle.Tracker(5.0)
-    tracker.observe(facts("unknown", ["expected 8 GPUs, nvidia-smi listed 7"]), 100.0)
+    tracker.observe(facts("unknown", [FEWER]), 100.0)
     data = tracker.to_dict()
     again = _settle.Tracker.from_dict(data, 5.0, 100.5)
-    assert again.observe(facts("unknown", ["expected 8 GPUs, nvidia-smi listed 7"]), 100.5) == "gpus_missing"
+    assert again.observe(facts("unknown", [FEWER]), 100.5) == "gpus_missing"
     assert _settle.Tracker.from_dict(data, 5.0, 100.0 + _settle.HISTORY_FRESH_S + 1).fewer_reads == 0
     assert _settle.Tracker.from_dict(data, 1.0, 100.5).fewer_reads == 0
     assert _settle.Tracker.from_dict({"boot_id": "x"}, 5.0, 100.5).fewer_reads == 0
