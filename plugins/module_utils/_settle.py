@@ -35,6 +35,7 @@ UNKILLABLE = "unkillable"
 LEAK = "leak"
 TIMEOUT = "timeout"
 
+
 def _reachable(holder: dict[str, t.Any]) -> bool:
     """A holder the stop can still act on (visible, in scope, not protected, not in uninterruptible sleep)."""
     return holder["visible"] and holder["in_scope"] and not holder["protected"] and holder.get("state") != "D"

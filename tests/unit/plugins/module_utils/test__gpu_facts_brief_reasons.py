@@ -10,6 +10,7 @@ def held_texts(records, threshold):
     assert {reason.code for reason in reasons} <= {"gpu_held"} and not any(reason.lasting for reason in reasons)
     return [reason.text for reason in reasons]
 
+
 MODEL = "--model-path meta-llama/Llama-3.1-70B-Instruct"
 
 
