@@ -89,14 +89,16 @@ def broken_host(sim: Fleet, fault: str) -> tuple[str, dict]:
 
 
 def one_run_result(run, host: str) -> dict:
-    """The result of the role's one module run (gpu_host_reset) on this host, found by its shape, not its task name:
-    the read before, the stop and the read after as parts of one result."""
+    """The result of the role's one task (the action gpu_reset) on this host, found by its shape, not its task name:
+    the outcome, with the read before, the stop and the read after under `steps`; the steps are returned at the top
+    (as gpu_host_reset returns them), with the outcome's settled_because."""
     for record in reversed(run.records):
         result = record["result"]
-        if (record["host"] == host and record["task"].startswith(ROLE_PREFIX)
-                and isinstance(result.get("kill"), dict) and isinstance(result.get("after"), dict)):
-            return result
-    raise AssertionError(f"no gpu_host_reset result on {host}; ran: {[r['task'] for r in run.records]}\n{run.stdout}")
+        steps = result.get("steps") if isinstance(result.get("steps"), dict) else {}
+        if (record["host"] == host and record["task"].startswith(ROLE_PREFIX) and "verdict" in result
+                and isinstance(steps.get("kill"), dict) and isinstance(steps.get("after"), dict)):
+            return {**steps, "settled_because": result.get("settled_because")}
+    raise AssertionError(f"no gpu_reset result on {host}; ran: {[r['task'] for r in run.records]}\n{run.stdout}")
 
 
 def _verdict_at(result: dict) -> float | None:
