@@ -375,7 +375,8 @@ def _run_note(results: dict) -> str:
             "reset and its floor back to back) are what to read."
             + "".join(f" The {', '.join(map(str, merged['sizes']))}-host fleet comes from a second run, "
                       f"`run.py {' '.join(merged.get('argv') or [])}` (started {merged.get('started')}, "
-                      f"{_f((merged.get('elapsed_s') or 0) / 60, 0)} minutes), the only work of this benchmark then."
+                      f"{_f((merged.get('elapsed_s') or 0) / 60, 0)} minutes), the only work of this benchmark then (other "
+                      "sessions' test runs still shared the cores)."
                       for merged in meta.get("merged") or [])
             + "".join(f" Not run: {skip['size']} hosts ({skip['why']})." for skip in results.get("skipped") or []))
 
@@ -454,6 +455,17 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
         "whole run. *Controller CPU* is the `ansible-playbook` run's own cgroup (its forks included, the simulated "
         "hosts not), divided by the hosts; see [Fleet cost](#fleet-cost-measured-where-it-is-spent) for the split "
         "and the model.\n")
+    ladder = ((results.get("cost_model") or {}).get("ladder") or {}).get("sizes") or []
+    if ladder:
+        add("Controller CPU-s per host, the reset against the module alone (`module_alone.yml`: `gpu_host_reset` as "
+            "the only task, no role) and the no-op play: "
+            + "; ".join(f"{size['hosts']} hosts: reset {size['reset_s']:.3f} ({size['reset_ratio']}x), module alone "
+                        f"{size['module_s']:.3f} ({size['module_ratio']}x), ping {size['floor_s']:.3f}"
+                        for size in ladder if size["hosts"] > 1)
+            + ". What the role adds to its one module run (the action's checks and templating on the controller, "
+            "the skipped check, the run-once tasks) is the difference between the first two. The wall-time ratios "
+            "here include the simulated hosts' own CPU (module runs, the Python `nvidia-smi`), which shares the same 2 "
+            "cores with the controller; on a real fleet that work runs on the hosts.\n")
 
     add("## Headline\n")
     add(_headline(summary) + "\n")
@@ -764,7 +776,7 @@ sudo .venv/bin/python tests/benchmarks/run.py --cost --hosts 1,8,32,64 --reps 3 
 sudo .venv/bin/python tests/benchmarks/verdicts.py --sizes 1,8 --out V.json        # only the time to a settled verdict
 sudo .venv/bin/python tests/benchmarks/readiness.py --out R.json                   # only the time to a readiness verdict
 .venv/bin/python tests/benchmarks/report.py tests/benchmarks/results/RESULTS.json \\
-    [--baseline EARLIER.json=LABEL ...]  # rewrite this page, the plot and tests/benchmarks/summary.json
+    [--baseline EARLIER.json=LABEL ...] [--add-fleets SIZE-RUN.json]  # rewrite this page, the plot, summary.json
 .venv/bin/python -m pytest -c tests/pytest.ini tests/benchmarks                   # the smoke test
 ```
 

@@ -35,7 +35,8 @@ RELEASE_LAG_S = 1.0
 BEFORE_S = {"none": None, "driver_not_loaded": 61, "gpu_missing": 61, "leak": 63, "out_of_scope": 62, "d_state": 182}
 # The goal: 5 s, plus the settle window for a leak; at most 30 s for a holder in uninterruptible sleep.
 DEFAULTS = os.path.join(REPO, "roles", "gpu_reset", "defaults", "main.yml")
-KILL_SOURCE = os.path.join(REPO, "plugins", "module_utils", "_kill.py")
+# The stop's constants: _kill.py's, and the signalling's (the D-state timings) in _signal.py.
+KILL_SOURCES = tuple(os.path.join(REPO, "plugins", "module_utils", name) for name in ("_kill.py", "_signal.py"))
 MISSING_GPU, LEAK_GPU, LEAK_MIB, SHARED_GPU = 5, 4, 2048, 7
 
 
@@ -46,13 +47,16 @@ def role_defaults() -> dict:
 
 
 def kill_constants() -> dict:
-    """The module's numeric constants of _kill.py (module-level NAME = number), read from the source."""
+    """The stop's numeric constants (module-level NAME = number) of _kill.py and _signal.py, read from the source."""
     import ast  # pylint: disable=import-outside-toplevel
-    with open(KILL_SOURCE, encoding="utf-8") as handle:
-        tree = ast.parse(handle.read())
-    return {node.targets[0].id: node.value.value for node in tree.body
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float))}
+    found = {}
+    for path in KILL_SOURCES:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        found.update({node.targets[0].id: node.value.value for node in tree.body
+                      if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                      and isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float))})
+    return found
 
 
 SETTLE_WINDOW_S = float(role_defaults()["gpu_reset_settle_window"])
