@@ -5,12 +5,17 @@ from __future__ import annotations
 import os
 import statistics
 
+import costmodel
 import readiness
+import report
 import settledoc
 
 RELEASE_S = 1.5
-TARGET_RATIO = 1.5
+TARGET_RATIO = report.TARGETS["reset_over_floor_8"]
 RESET_PREFIX = "gpuops.hygiene.gpu_reset : "
+# The role's one task per host, and the actions that run on the controller only (no module run on a host).
+ONE_RUN_ACTION = costmodel.ONE_RUN_ACTION
+CONTROLLER_ONLY = ("gpuops.hygiene.gpu_reset_summary",)
 
 
 def _f(value, digits: int = 2, unit: str = "") -> str:
@@ -151,10 +156,10 @@ def _module_table(summary: dict) -> str:
                          "module's own clock"])
             rows.append([f"gpu_memory_facts verifying read (`elapsed_s` of the last poll), {hosts} host(s)",
                          _f(row["verify_read_s"], 3), "-", "module's own clock"])
-            one = any(task["task"].startswith(RESET_PREFIX + "Reset the host in one module run")
+            one = any(task.get("action") == ONE_RUN_ACTION
                       for task in (summary["profiles"].get(f"local/{hosts}/reset") or {}).get("tasks", []))
-            label = ("the task `Reset the host in one module run` (read, stop, wait, leftovers)" if one
-                     else "the task `Read the GPUs before the reset`")
+            label = (f"the role's one task (`{ONE_RUN_ACTION}`: read, stop, wait, leftovers, verdict)" if one
+                     else "the role's reset task (not found in this run's profile)")
             rows.append([f"{label}, per host, {hosts} host(s)", _f(row["before_task_s"], 3), "-", "controller: queued -> result"])
     return _table(["what", "median s", "min s", "measured"], rows)
 
@@ -195,7 +200,9 @@ def _profile_table(summary: dict) -> str:
 
 
 def _module_tasks(profile: dict) -> list[dict]:
-    return [task for task in profile["tasks"] if task.get("action", "").startswith("gpuops.hygiene.")]
+    """The tasks that run a module on the hosts (the summary's action runs on the controller only)."""
+    return [task for task in profile["tasks"]
+            if task.get("action", "").startswith("gpuops.hygiene.") and task.get("action") not in CONTROLLER_ONLY]
 
 
 def _chain_table(summary: dict, hosts: int = 1) -> str:
@@ -213,7 +220,7 @@ def _chain_table(summary: dict, hosts: int = 1) -> str:
     rows.append(["ansible-playbook start -> first task", _f(profile["phases"]["startup_s"]), "-", "-"])
     for task in profile["tasks"]:
         name = task["task"].replace(RESET_PREFIX, "")
-        if name.startswith("Reset the host in one module run"):
+        if task.get("action") == ONE_RUN_ACTION:
             module = sum(parts) if None not in parts else None
             rows.append([f"role: {name} (own time: read + stop + wait; the leftovers check is not timed)", _f(task["slot_s"]),
                          _f(module), _f(task["slot_s"] - module) if module is not None else "-"])
@@ -223,7 +230,8 @@ def _chain_table(summary: dict, hosts: int = 1) -> str:
         else:
             other += task["slot_s"] or 0
             count += 1
-    rows.append([f"the other {count} tasks (argument check, skipped ones, summary play)", _f(other), "-", _f(other)])
+    rows.append([f"the other {count} tasks (run-once node lookup, the skipped failure, summary play)", _f(other), "-",
+                 _f(other)])
     rows.append(["end of the last play -> exit", _f(profile["phases"]["teardown_s"]), "-", "-"])
     return _table([f"{hosts} host: step", "slot s", "the module's own time s", "Ansible around it s"], rows)
 
@@ -310,6 +318,69 @@ def _manual_table(summary: dict) -> str:
                    "/dev/shm/nccl-* files left on a host"], rows)
 
 
+def _verdict(met: bool | None) -> str:
+    return "not measured" if met is None else "met" if met else "**not met**"
+
+
+def goals_rows(results: dict, summary: dict) -> list[list]:
+    """Issue 19's goals next to what this run measured: [goal, where, goal value, measured, verdict]."""
+    cost = results.get("cost_model") or costmodel.summarize(results)
+    rows = []
+    for entry in cost.get("task_results") or []:
+        if not entry["goal"]:
+            continue
+        rows.append(["task results per host, skipped ones included (healthy fleet)", f"local, {entry['hosts']} hosts",
+                     f"<= {costmodel.TASK_RESULTS_GOAL}",
+                     f"{_f(entry['every_host'])} for every host ({_f(entry['skipped_every_host'])} skipped), plus "
+                     f"{_f(entry['once'])} run-once results for the run ({_f(entry['mean'])} per host on average; the "
+                     f"play's first host gets at most {_f(entry['most'])})", _verdict(entry["met"])])
+    if not any(entry["goal"] for entry in cost.get("task_results") or []):
+        rows.append(["task results per host, skipped ones included (healthy fleet)", "-",
+                     f"<= {costmodel.TASK_RESULTS_GOAL}", "-", "not measured"])
+    for row in costmodel.controller_goal_rows(cost):
+        rows.append(["controller CPU per host, reset / no-op play (ping)", f"local, {row['hosts']} hosts",
+                     f"<= {costmodel.CONTROLLER_RATIO_GOAL}x", "-" if row["ratio"] is None else f"{row['ratio']}x",
+                     _verdict(row["met"])])
+    marginal = (cost.get("ladder") or {}).get("marginal") or {}
+    if marginal.get("reset") is not None and marginal.get("floor"):
+        ratio = marginal["reset"] / marginal["floor"]
+        rows.append(["controller CPU of each more host, reset / no-op play (the fits' slopes; informative)",
+                     "local, every size", f"<= {costmodel.CONTROLLER_RATIO_GOAL}x",
+                     f"{ratio:.2f}x ({marginal['reset']:.3f} / {marginal['floor']:.3f} CPU-s)",
+                     _verdict(ratio <= costmodel.CONTROLLER_RATIO_GOAL)])
+    for transport, hosts, key in (("local", 8, "reset_over_floor_8"), ("ssh", 8, "reset_over_floor_8"),
+                                  ("local", 64, "reset_over_floor_64")):
+        ratio = _ratio(summary, transport, hosts)
+        value = ratio.get("reset_over_floor")
+        measured = "-" if value is None else (f"{value:.2f} ({_f(ratio.get('reset_s'))} s / {_f(ratio.get('floor_s'))} s"
+                                               f"; per repetition {_f(ratio.get('reset_over_floor_paired'))})")
+        rows.append(["reset / floor (wall time; floor = no-op play + 1.5 s release)", f"{transport}, {hosts} hosts",
+                     f"<= {report.TARGETS[key]}", measured,
+                     _verdict(None if value is None else value <= report.TARGETS[key])])
+    return rows
+
+
+def _run_note(results: dict) -> str:
+    meta = results["meta"]
+    load = _load(results)
+    elapsed = meta.get("elapsed_s")
+    args = list(meta.get("argv") or [])
+    big = args[args.index("--big-reps") + 1] if "--big-reps" in args[:-1] else "1"
+    return (f"**How this run was made.** `run.py {' '.join(args)}`: {meta['reps']} repetition(s) per variant and size "
+            f"({big} at 32 hosts and more), {_f(elapsed / 60 if elapsed else None, 0)} minutes in all. The 2 cores were "
+            f"shared with other sessions' test runs the whole time (1-minute load average {_f(load['loadavg_min'], 1)} to "
+            f"{_f(load['loadavg_max'], 1)}, median CPU busy fraction before a run {_f(load['busy_median'])}; "
+            f"{_f(100 * (load['quiet_fraction'] or 0), 0)} % of runs started on a quiet machine), so the absolute times "
+            "are inflated and noisy, one repetition gives no spread, and the ratios (taken within the same run, the "
+            "reset and its floor back to back) are what to read."
+            + "".join(f" The {', '.join(map(str, merged['sizes']))}-host fleet comes from a second run, "
+                      f"`run.py {' '.join(merged.get('argv') or [])}` (started {merged.get('started')}, "
+                      f"{_f((merged.get('elapsed_s') or 0) / 60, 0)} minutes), the only work of this benchmark then (other "
+                      "sessions' test runs still shared the cores)."
+                      for merged in meta.get("merged") or [])
+            + "".join(f" Not run: {skip['size']} hosts ({skip['why']})." for skip in results.get("skipped") or []))
+
+
 def render(results: dict, summary: dict, results_path: str, plot_name: str,  # pylint: disable=too-many-locals,too-many-statements
            baselines: list[dict] | None = None) -> str:
     meta = results["meta"]
@@ -374,6 +445,27 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
         f"{' and 8 hosts over SSH' if any(row['transport'].startswith('ssh') for row in summary['ratios']) else ''}; "
         f"commit `{machine['commit'][:12]}`{' with uncommitted changes to the collection' if machine['collection_sources_modified'] else ''}; "
         f"measured: {provenance}). Everything below the headline was measured in that one run unless it says *extrapolated*.\n")
+
+    add("## Issue 19's goals\n")
+    add(_run_note(results) + "\n")
+    add(_table(["goal (issue 19)", "where", "goal", "measured", "verdict"], goals_rows(results, summary)) + "\n")
+    add("*Task results per host* count the results of the reset play's tasks that ran for every host (the role's one "
+        f"task `{ONE_RUN_ACTION}` and its check `Fail the host that is not clean`, skipped on a clean host); the "
+        "run-once tasks (the lookup of the Proxmox nodes, the summary table and its text) return one result for the "
+        "whole run. *Controller CPU* is the `ansible-playbook` run's own cgroup (its forks included, the simulated "
+        "hosts not), divided by the hosts; see [Fleet cost](#fleet-cost-measured-where-it-is-spent) for the split "
+        "and the model.\n")
+    ladder = ((results.get("cost_model") or {}).get("ladder") or {}).get("sizes") or []
+    if ladder:
+        add("Controller CPU-s per host, the reset against the module alone (`module_alone.yml`: `gpu_host_reset` as "
+            "the only task, no role) and the no-op play: "
+            + "; ".join(f"{size['hosts']} hosts: reset {size['reset_s']:.3f} ({size['reset_ratio']}x), module alone "
+                        f"{size['module_s']:.3f} ({size['module_ratio']}x), ping {size['floor_s']:.3f}"
+                        for size in ladder if size["hosts"] > 1)
+            + ". What the role adds to its one module run (the action's checks and templating on the controller, "
+            "the skipped check, the run-once tasks) is the difference between the first two. The wall-time ratios "
+            "here include the simulated hosts' own CPU (module runs, the Python `nvidia-smi`), which shares the same 2 "
+            "cores with the controller; on a real fleet that work runs on the hosts.\n")
 
     add("## Headline\n")
     add(_headline(summary) + "\n")
@@ -545,8 +637,8 @@ GPUs and the processes, asked side by side.
   8 hosts and more: the fit's slope is {_f(fit.get('slope_s_per_host'), 3)} s per host, and (controller + host CPU per
   host) / 2 cores is {_f(((cpu_reset or 0) + (cpu_reset_in or 0)) / 2, 2)} s.
 - `ansible-playbook` itself needs {_f((summary['profiles'].get('local/1/reset') or {}).get('phases', {}).get('startup_s'))} s to start at 1 host
-  (the no-op play pays the same), and the second play (summary table and the fail task) adds a play start and two
-  more barriers.
+  (the no-op play pays the same), and the summary play (the table's two run-once tasks; the last play, which fails
+  the hosts that are not clean, has no host when all are clean) adds a play start and two barriers.
 - Strategy `free` (`-e gpu_reset_strategy=free`): {_f(free8.get('median_s'))} s at 8 hosts and {_f(free32.get('median_s'))} s at 32
   (linear: {_f(reset8.get('median_s'))} and {_f(reset32.get('median_s'))}). It removes the barriers but not the CPU, and on this
   machine it {free_effect}; on a real fleet with hosts of uneven speed it can.
@@ -607,21 +699,23 @@ GPUs and the processes, asked side by side.
 
 1. **One module run per host for the whole reset** (`gpuops.hygiene.gpu_host_reset`): the read, the stop, the wait and the
    leftovers check in one process, instead of one module task each; the wait starts the moment the stop returns.
-2. **The verdict from that module run.** It returns `ansible_facts.gpu_reset_result` itself, so the role's default path
-   no longer runs a `set_fact` over the whole registered result and a `fail` task on every host: a host that is not
-   clean fails through `failed_when` (when `gpu_reset_fail_when_dirty`), and a block's `rescue` keeps its verdict.
-   The playbooks' last check decides from the host's own variables and builds the verdict's message only for a host
-   that is not clean (building it for every host made that skipped check cost more than the check itself).
-   This run: {len(profile1['tasks'])} tasks per host in the profile, {module_count} of them a module run.
+2. **One task per host for the whole role** (the action `{ONE_RUN_ACTION}`): it checks the role's variables against
+   its argument spec itself, runs `gpu_host_reset` where the reset runs (the host, or a container's Proxmox node) and
+   returns the outcome as the task's result, registered as `gpu_reset_result` for every ending; the step-by-step
+   path (`gpu_reset_wait_mode: until`) is the same task's until/retries attempts. The argument validation task, the
+   `set_fact` of the verdict, the step-by-step include and the metrics tasks are gone; besides the reset a clean host
+   has one skipped check (`Fail the host that is not clean`), and the lookup of the Proxmox nodes runs once per play.
+   This run at 1 host: {len(profile1['tasks'])} tasks in the profile, {module_count} of them run a module on the host.
 {_light_polls_note(baselines, det8)}
 
 At 8 hosts the reset has to come down to {_f(target_reset8)} s for reset/floor <= 1.5 and to {_f(target_manual8)} s for
 manual/reset >= 3 (measured: {_f(reset8.get('median_s'))} s). Left, ordered by expected gain:
 
-1. **The remaining light tasks.** Besides the module task the reset runs {len(light8)} tasks that cost {_f(light8_s)} s
-   of slots at 8 hosts together (the role's argument validation, the skipped step-by-step include, the summary play);
-   every one is a barrier where the linear strategy waits for the slowest host and a worker per host on the controller.
-   The summary has to stay a play of its own: with `serial` batches only a later play sees every batch.
+1. **The remaining light tasks.** Besides the reset's task the run has {len(light8)} tasks that cost {_f(light8_s)} s
+   of slots at 8 hosts together (the run-once node lookup, the skipped failure check, the summary play's two run-once
+   tasks); every one is a barrier where the linear strategy waits for the slowest host, and the skipped check still
+   costs a worker's templating per host on the controller. The summary has to stay a play of its own: with `serial`
+   batches only a later play sees every batch.
 2. **Pipelining and SSH settings for real fleets:** enable pipelining (`ANSIBLE_PIPELINING=true` or
    `ansible_pipelining: true` in the inventory) and keep ControlPersist: over SSH at 8 hosts the reset took
    {_f(pipelining_gain)} s {'longer' if (pipelining_gain or 0) >= 0 else 'less'} with pipelining off (Ansible's default)
@@ -682,7 +776,7 @@ sudo .venv/bin/python tests/benchmarks/run.py --cost --hosts 1,8,32,64 --reps 3 
 sudo .venv/bin/python tests/benchmarks/verdicts.py --sizes 1,8 --out V.json        # only the time to a settled verdict
 sudo .venv/bin/python tests/benchmarks/readiness.py --out R.json                   # only the time to a readiness verdict
 .venv/bin/python tests/benchmarks/report.py tests/benchmarks/results/RESULTS.json \\
-    [--baseline EARLIER.json=LABEL ...]  # rewrite this page, the plot and tests/benchmarks/summary.json
+    [--baseline EARLIER.json=LABEL ...] [--add-fleets SIZE-RUN.json]  # rewrite this page, the plot, summary.json
 .venv/bin/python -m pytest -c tests/pytest.ini tests/benchmarks                   # the smoke test
 ```
 

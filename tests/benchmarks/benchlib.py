@@ -57,13 +57,13 @@ SIMULATED_RELEASE_S = TERM_DELAY_S + RELEASE_LAG_S
 TP = 8
 KNOBS = {"term_delay_s": TERM_DELAY_S}
 
-# The role's tasks, found by their module (names change; a module stays): the default path is one gpu_host_reset
-# task whose result holds the reads and the stop as parts; the step-by-step path (gpu_reset_wait_mode: until) reads,
-# stops and waits in tasks of their own, which are told apart by their place (the last facts task is the wait).
+# The role's reset, found by its action (names change; an action stays): one gpuops.hygiene.gpu_reset task per host
+# whose result is the host's outcome, with the reads and the stop under `steps` (in either wait mode: with
+# gpu_reset_wait_mode=until the same task's until/retries attempts, the last one's result recorded).
 ROLE_PREFIX = "gpuops.hygiene.gpu_reset : "
 ONE_RUN_ACTION = costmodel.ONE_RUN_ACTION
-FACTS_ACTION = "gpuops.hygiene.gpu_memory_facts"
-KILL_ACTION = "gpuops.hygiene.inference_server_kill"
+# The module that action runs, which the module-alone play runs as its one task.
+MODULE_ALONE_ACTION = "gpuops.hygiene.gpu_host_reset"
 SMI_TASK = "Show the GPU memory"
 KILL_RECIPE_TASK = "Kill every process whose command line contains sglang"
 
@@ -679,44 +679,33 @@ def action_records(timing: dict, action: str, role_only: bool = True) -> list[di
             if task.get("action") == action and (not role_only or task["name"].startswith(ROLE_PREFIX))]
 
 
-def _role_records(run: PlayRun) -> tuple[dict, dict, dict, dict]:
-    """The role's (before, stop, wait, verdict) records per host: one task for all four, or the steps' own tasks."""
-    one_run = action_records(run.timing, ONE_RUN_ACTION)
-    if one_run:
-        return one_run[0], one_run[0], one_run[0], one_run[0]
-    reads = action_records(run.timing, FACTS_ACTION)
-    kills = action_records(run.timing, KILL_ACTION)
-    before, wait = (reads[0], reads[-1]) if len(reads) > 1 else ({}, reads[0] if reads else {})
-    # The step-by-step path records its verdict as a fact of a set_fact task: the last one that carries it.
-    verdict: dict = {}
-    for task in run.timing.get("tasks", []):
-        for host, record in task["hosts"].items():
-            if (record.get("result") or {}).get("outcome"):
-                verdict[host] = record
-    return before, kills[0] if kills else {}, wait, verdict
+def _role_records(run: PlayRun) -> dict[str, dict]:
+    """The reset's one task's records per host (its result holds the reads, the stop and the verdict): the role's
+    action, or in the module-alone play (module_alone.yml) its one gpu_host_reset task."""
+    one_run = action_records(run.timing, ONE_RUN_ACTION) or action_records(run.timing, MODULE_ALONE_ACTION, role_only=False)
+    return one_run[0] if one_run else {}
 
 
 def judge_reset(run: PlayRun, names: list[str], watch: ExitWatch | None, polled: DriverPoll | None,
                 role: bool = True) -> dict:
     """The reset's verdict per host and when it saw the GPUs free; `role`: False for the wait-only play."""
     if role:
-        befores, kills, waits, outcomes = _role_records(run)
-        verdicts = {name: (outcomes.get(name, {}).get("result", {}).get("outcome") or {}).get("verdict")
+        waits = _role_records(run)
+        verdicts = {name: (waits.get(name, {}).get("result", {}).get("outcome") or {}).get("verdict")
                     for name in names}
     else:
         waits = task_records(run.timing, WAIT_ONLY_TASK)
-        befores, kills = {}, {}
         verdicts = {name: (waits.get(name, {}).get("result", {}).get("gpu_memory") or {}).get("verdict") for name in names}
-    one_task = role and waits is befores
+    one_task = role
     hosts = []
     for name in names:
-        if one_task:  # one module run: before, stop and wait are parts of one result
+        if one_task:  # one task: before, stop and wait are parts of one result
             wait = befores_record = kill_record = waits.get(name, {})
             memory = wait.get("result", {}).get("after_memory") or {}
             before = wait.get("result", {}).get("before_memory") or {}
             kill_module = wait.get("result", {}).get("kill_elapsed_s")
         else:
-            wait, befores_record, kill_record = waits.get(name, {}), befores.get(name), kills.get(name)
+            wait, befores_record, kill_record = waits.get(name, {}), None, None
             memory = wait.get("result", {}).get("gpu_memory") or {}
             before = ((befores_record or {}).get("result", {}).get("gpu_memory") or {})
             kill_module = (kill_record or {}).get("result", {}).get("elapsed_s")

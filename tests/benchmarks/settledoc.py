@@ -26,7 +26,7 @@ A host that cannot become clean used to get its verdict only when the whole wait
 stops once nothing can change the outcome (`settled_because` in the result; see `plugins/module_utils/_settle.py`
 and docs/fault-matrix.md R01-R06), with the wait timeout as the hard upper bound.
 
-**Method.** `reset_gpus.yml` with the role's defaults (`gpu_reset_wait_timeout` {defaults['gpu_reset_wait_timeout']},
+**Method.** `reset_gpus.yml` with the role's defaults (`gpu_reset_wait_for` {defaults['gpu_reset_wait_for']},
 `gpu_reset_settle_window` {defaults['gpu_reset_settle_window']}, `gpu_reset_poll_interval`
 {defaults['gpu_reset_poll_interval']}), the local connection, forks = hosts, on simulated hosts as above (SGLang
 server TP 8, exit {verdicts.KNOBS['term_delay_s']} s after SIGTERM, driver release lag {verdicts.RELEASE_LAG_S} s).
@@ -115,15 +115,16 @@ def _ladder_text(summary: dict) -> str:
     return (f"Per host, the reset runs {ladder['per_host_tasks']} tasks, {ladder['per_host_module_runs']} of them "
             f"the module run; the no-op play and the module alone run one. Each more host costs the controller "
             f"{marginal['floor']:.4f} CPU-s with the no-op play, {marginal['reset_module']:.4f} with the module alone "
-            f"and {marginal['reset']:.4f} with the reset. The goal of 1.5x leaves {ladder['goal_allows_s']:.4f} CPU-s "
+            f"and {marginal['reset']:.4f} with the reset. The goal of {costmodel.CONTROLLER_RATIO_GOAL}x leaves "
+            f"{ladder['goal_allows_s']:.4f} CPU-s "
             f"per host for everything a reset does beyond a ping: the module run takes "
             f"{ladder['marginal_module_over_floor_s']:.4f} of it ({'within' if module_fits else 'beyond'} the goal "
-            f"on its own), and the role's other tasks {ladder['marginal_role_s']:.4f} more. Each of them is a worker "
-            "process, the host's variables and a result on the controller, whether it runs or is skipped; they are "
-            "the role's contract: the argument validation of its entry points, the recorded `gpu_reset_result` "
-            "(a `set_fact`, so that the public variable does not depend on facts injected as variables, which "
-            "ansible-core 2.20 deprecates), and the tasks that act only for some hosts (the step-by-step path, the "
-            "metrics, the failure of a host that is not clean, the Proxmox-node refusal).")
+            f"on its own), and the role around it {ladder['marginal_role_s']:.4f} more. The role's part is its one "
+            f"action ({costmodel.ONE_RUN_ACTION}: the check of the role's variables against its argument spec, "
+            "the module's arguments, the outcome as the task's result, registered) instead of the module task, and "
+            "the check that fails a host that is not clean: skipped on a clean host, it is still a worker process "
+            "and the host's variables templated on the controller. The run-once tasks (the lookup of the Proxmox "
+            "nodes, the summary) cost the run, not each host.")
 
 
 def _nvml_text(summary: dict) -> str:

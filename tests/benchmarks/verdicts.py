@@ -35,7 +35,8 @@ RELEASE_LAG_S = 1.0
 BEFORE_S = {"none": None, "driver_not_loaded": 61, "gpu_missing": 61, "leak": 63, "out_of_scope": 62, "d_state": 182}
 # The goal: 5 s, plus the settle window for a leak; at most 30 s for a holder in uninterruptible sleep.
 DEFAULTS = os.path.join(REPO, "roles", "gpu_reset", "defaults", "main.yml")
-KILL_SOURCE = os.path.join(REPO, "plugins", "module_utils", "_kill.py")
+# The stop's constants: _kill.py's, and the signalling's (the D-state timings) in _signal.py.
+KILL_SOURCES = tuple(os.path.join(REPO, "plugins", "module_utils", name) for name in ("_kill.py", "_signal.py"))
 MISSING_GPU, LEAK_GPU, LEAK_MIB, SHARED_GPU = 5, 4, 2048, 7
 
 
@@ -46,13 +47,16 @@ def role_defaults() -> dict:
 
 
 def kill_constants() -> dict:
-    """The module's numeric constants of _kill.py (module-level NAME = number), read from the source."""
+    """The stop's numeric constants (module-level NAME = number) of _kill.py and _signal.py, read from the source."""
     import ast  # pylint: disable=import-outside-toplevel
-    with open(KILL_SOURCE, encoding="utf-8") as handle:
-        tree = ast.parse(handle.read())
-    return {node.targets[0].id: node.value.value for node in tree.body
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float))}
+    found = {}
+    for path in KILL_SOURCES:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        found.update({node.targets[0].id: node.value.value for node in tree.body
+                      if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                      and isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float))})
+    return found
 
 
 SETTLE_WINDOW_S = float(role_defaults()["gpu_reset_settle_window"])
@@ -89,14 +93,16 @@ def broken_host(sim: Fleet, fault: str) -> tuple[str, dict]:
 
 
 def one_run_result(run, host: str) -> dict:
-    """The result of the role's one module run (gpu_host_reset) on this host, found by its shape, not its task name:
-    the read before, the stop and the read after as parts of one result."""
+    """The result of the role's one task (the action gpu_reset) on this host, found by its shape, not its task name:
+    the outcome, with the read before, the stop and the read after under `steps`; the steps are returned at the top
+    (as gpu_host_reset returns them), with the outcome's settled_because."""
     for record in reversed(run.records):
         result = record["result"]
-        if (record["host"] == host and record["task"].startswith(ROLE_PREFIX)
-                and isinstance(result.get("kill"), dict) and isinstance(result.get("after"), dict)):
-            return result
-    raise AssertionError(f"no gpu_host_reset result on {host}; ran: {[r['task'] for r in run.records]}\n{run.stdout}")
+        steps = result.get("steps") if isinstance(result.get("steps"), dict) else {}
+        if (record["host"] == host and record["task"].startswith(ROLE_PREFIX) and "verdict" in result
+                and isinstance(steps.get("kill"), dict) and isinstance(steps.get("after"), dict)):
+            return {**steps, "settled_because": result.get("settled_because")}
+    raise AssertionError(f"no gpu_reset result on {host}; ran: {[r['task'] for r in run.records]}\n{run.stdout}")
 
 
 def _verdict_at(result: dict) -> float | None:

@@ -52,14 +52,22 @@ def _summary(result: dict) -> dict:
     memory = facts.get("gpu_memory")
     if isinstance(memory, dict):
         summary["gpu_memory"] = _memory(memory)
-    # gpu_host_reset: the whole reset in one result, with the reads and the stop as parts.
+    # The whole reset in one result, with the reads and the stop as parts: the role's action gpuops.hygiene.gpu_reset
+    # returns the outcome with each step's result under `steps`; the module gpu_host_reset alone (the benchmark's
+    # module_alone.yml) returns the parts at the top and the outcome as the fact gpu_reset_result.
+    steps = result.get("steps")
+    parts = steps if isinstance(steps, dict) and steps else result
     for part in ("before", "after"):
-        nested = ((result.get(part) or {}).get("ansible_facts") or {}).get("gpu_memory") if isinstance(result.get(part), dict) else None
+        nested = ((parts.get(part) or {}).get("ansible_facts") or {}).get("gpu_memory") if isinstance(parts.get(part), dict) else None
         if isinstance(nested, dict):
             summary[f"{part}_memory"] = _memory(nested)
-    if isinstance(result.get("kill"), dict) and "elapsed_s" in result["kill"]:
-        summary["kill_elapsed_s"] = result["kill"]["elapsed_s"]
+    if isinstance(parts.get("kill"), dict) and "elapsed_s" in parts["kill"]:
+        summary["kill_elapsed_s"] = parts["kill"]["elapsed_s"]
+    if "settled_because" in result and not isinstance(result["settled_because"], (dict, list)):
+        summary["settled_because"] = result["settled_because"]
     outcome = facts.get("gpu_reset_result")
+    if not isinstance(outcome, dict) and isinstance(steps, dict) and "verdict" in result:
+        outcome = result
     if isinstance(outcome, dict):
         summary["outcome"] = {key: outcome.get(key) for key in OUTCOME_KEYS}
     if isinstance(result.get("killed"), list):
