@@ -352,8 +352,9 @@ def goals_rows(results: dict, summary: dict) -> list[list]:
                                   ("local", 64, "reset_over_floor_64")):
         ratio = _ratio(summary, transport, hosts)
         value = ratio.get("reset_over_floor")
-        measured = "-" if value is None else (f"{value:.2f} ({_f(ratio.get('reset_s'))} s / {_f(ratio.get('floor_s'))} s"
-                                               f"; per repetition {_f(ratio.get('reset_over_floor_paired'))})")
+        times = f"{_f(ratio.get('reset_s'))} s / {_f(ratio.get('floor_s'))} s"
+        paired = _f(ratio.get("reset_over_floor_paired"))
+        measured = "-" if value is None else f"{value:.2f} ({times}; per repetition {paired})"
         rows.append(["reset / floor (wall time; floor = no-op play + 1.5 s release)", f"{transport}, {hosts} hosts",
                      f"<= {report.TARGETS[key]}", measured,
                      _verdict(None if value is None else value <= report.TARGETS[key])])

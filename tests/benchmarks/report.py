@@ -327,6 +327,7 @@ def load(path: str, add_fleets: tuple[str, ...] = ()) -> dict:
     for other_path in add_fleets:
         with open(other_path, encoding="utf-8") as handle:
             other = json.load(handle)
+
         def key(fleet: dict) -> tuple:
             return fleet["size"], tuple(sorted({run["transport"] for run in fleet["runs"]}))
 
