@@ -70,14 +70,12 @@ seealso:
 """
 
 EXAMPLES = r"""
-# The role is the way to use it:
+# The role is the way to use it (roles: [gpuops.hygiene.gpu_reset] in a play, or as a task):
 - name: Reset the GPU hosts
-  hosts: gpu_hosts
-  gather_facts: false
-  roles:
-    - role: gpuops.hygiene.gpu_reset
-      vars:
-        gpu_reset_servers: [sglang, vllm]
+  ansible.builtin.include_role:
+    name: gpuops.hygiene.gpu_reset
+  vars:
+    gpu_reset_servers: [sglang, vllm]
 
 # What the role's main entry point runs:
 - name: Reset the host in one task

@@ -97,8 +97,15 @@ def defaults(specs: dict[str, t.Any]) -> dict[str, t.Any]:
     return found
 
 
+class _IndentedDumper(yaml.SafeDumper):
+    """Sequences indented under their key, as yamllint (ansible-lint's production profile) wants them."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
 def _dump(header: str, data: t.Any) -> str:
-    return header + "---\n" + yaml.safe_dump(data, sort_keys=False, width=118, allow_unicode=True)
+    return header + "---\n" + yaml.dump(data, Dumper=_IndentedDumper, sort_keys=False, width=118, allow_unicode=True)
 
 
 def written() -> tuple[str, str]:
