@@ -142,6 +142,12 @@ def _prepare(vmid: str, gpu_minors: list[int], privileged: bool) -> None:
     for applet in _APPLETS:
         os.symlink("busybox", f"{rootfs}/bin/{applet}")
     os.symlink("../bin/busybox", f"{rootfs}/sbin/init")
+    # The driver's tools installed in the container itself, as Proxmox's guides for GPUs in a container do (the
+    # NVIDIA installer run inside with --no-kernel-module): its root's files. The node's own, bound in below
+    # /usr/local/sbin, belong to an unmapped root (nobody) in an unprivileged container, which root there never runs.
+    tools = f"{paths.INSIDE}/bin-container"
+    for tool in sorted(os.listdir(tools)):
+        shutil.copy2(os.path.join(tools, tool), f"{rootfs}/sbin/{tool}")
     with open(f"{rootfs}/etc/passwd", "w", encoding="ascii") as handle:
         handle.write("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n")
     with open(f"{rootfs}/etc/group", "w", encoding="ascii") as handle:
