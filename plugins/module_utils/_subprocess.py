@@ -124,6 +124,18 @@ def which(name: str) -> str | None:
     return None
 
 
+def _passed_over(name: str) -> str | None:
+    """Why the first program `name` in an absolute PATH or SBIN_DIRS entry was not root's to run; None: there is none.
+
+    So that "not installed" is not said of a program that is there (a node's nvidia-smi bound into an unprivileged
+    container belongs to an unmapped root: nobody)."""
+    for entry in os.environ.get("PATH", "").split(os.pathsep) + list(SBIN_DIRS):
+        candidate = os.path.join(entry, name)
+        if os.path.isabs(entry) and os.path.isfile(candidate):
+            return _directory_problem(os.path.dirname(os.path.realpath(candidate))) or program_problem(candidate)
+    return None
+
+
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["LC_ALL"] = "C"
@@ -136,7 +148,8 @@ def _child_env() -> dict[str, str]:
 def _resolve(program: str) -> tuple[str | None, str | None]:
     """The real path to execute for argv[0], or None and why not (None, None: there is no such program)."""
     if "/" not in program:
-        return which(program), None
+        found = which(program)
+        return found, None if found else _passed_over(program)
     problem = program_problem(program)
     if problem is None:
         return os.path.realpath(program), None

@@ -112,6 +112,10 @@ def test_a_directory_owned_by_nobody_is_passed_over(tmp_path, monkeypatch):
     os.chown(program.parent, NOBODY, NOBODY)
     _search(monkeypatch, program.parent)
     _not_run(program)
+    # Said as what it is, not as a program that is not installed.
+    assert _subprocess.run([NAME], timeout=5).refused == f"{program.parent} is owned by uid {NOBODY}, not root"
+    _search(monkeypatch, tmp_path / "none")
+    assert _subprocess.run([NAME], timeout=5).refused is None
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o775])
