@@ -257,6 +257,7 @@ def test_a_systemd_unit_is_reported_and_its_restart_is_seen(sim, playbook):
     assert run.rc == 0, run.stdout
     assert result["restarters"] == [{"unit": "sglang.service", "kind": "systemd service",
                                      "pids": [target["pid"] for target in result["planned"]],
+                                     "pids_count": len(result["planned"]),
                                      "action": "reported (set stop_units=true to stop it instead of fighting its restarts)"}]
     assert server.pid in {entry["pid"] for entry in result["killed"]}
     # One restarted server is seen: the launcher. Under load its first workers (forked with the launcher's command
