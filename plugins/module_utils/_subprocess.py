@@ -104,13 +104,16 @@ def search_path() -> list[str]:
     Empty and relative entries (the working directory) are passed over, and so is a directory that someone other
     than root could change (itself or through a directory above it, after symbolic links are resolved)."""
     found: list[str] = []
-    for entry in os.environ.get("PATH", "").split(os.pathsep) + list(SBIN_DIRS):
-        if not os.path.isabs(entry):
-            continue
+    for entry in _absolute_entries():
         real = os.path.realpath(entry)
         if real not in found and _directory_problem(real) is None:
             found.append(real)
     return found
+
+
+def _absolute_entries() -> list[str]:
+    """PATH and SBIN_DIRS without the empty and relative entries (the working directory), in order."""
+    return [entry for entry in os.environ.get("PATH", "").split(os.pathsep) + list(SBIN_DIRS) if os.path.isabs(entry)]
 
 
 def which(name: str) -> str | None:
@@ -129,10 +132,10 @@ def _passed_over(name: str) -> str | None:
 
     So that "not installed" is not said of a program that is there (a node's nvidia-smi bound into an unprivileged
     container belongs to an unmapped root: nobody)."""
-    for entry in os.environ.get("PATH", "").split(os.pathsep) + list(SBIN_DIRS):
+    for entry in _absolute_entries():
         candidate = os.path.join(entry, name)
-        if os.path.isabs(entry) and os.path.isfile(candidate):
-            return _directory_problem(os.path.dirname(os.path.realpath(candidate))) or program_problem(candidate)
+        if os.path.isfile(candidate):
+            return program_problem(candidate)
     return None
 
 
