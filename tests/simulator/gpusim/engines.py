@@ -55,6 +55,7 @@ from gpusim.world import driver_request
 PR_SET_PDEATHSIG = 1
 DEFAULT_MIB = 95944  # ~93.7 GiB: what a TP8 server leaves used on a 97,887 MiB GPU
 _KEEP: list = []     # mappings and descriptors that must live as long as the process
+_WAKEUP: list[int] = []  # signal_wakeup()'s descriptor, once made
 
 
 def knobs() -> dict:
@@ -164,9 +165,26 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+def signal_wakeup() -> int:
+    """The read end of a pipe the interpreter writes to on every signal, whichever thread the kernel gives it to.
+
+    Python runs handlers in the main thread only; a signal the kernel hands to another thread (any thread of a
+    stopped process may take it when SIGCONT resumes them) leaves a main thread blocked in sleep() asleep. The
+    engines' servers wait the way asyncio does (uvicorn, zmq poll loops): on a wakeup descriptor, so a signal wakes
+    the main thread wherever it lands."""
+    if not _WAKEUP:
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        signal.set_wakeup_fd(write)
+        _WAKEUP.append(read)
+    return _WAKEUP[0]
+
+
 def sleep_forever() -> None:
+    wakeup = signal_wakeup()
     while True:
-        time.sleep(3600)
+        select.select([wakeup], [], [])
+        os.read(wakeup, 512)
 
 
 # The engines' health endpoints (see HEALTH_PATHS in plugins/module_utils/_presets.py for their sources).
@@ -177,9 +195,12 @@ def serve_http(server: socket.socket) -> None:
     """Answer every request with a small completion, forever; a health request gets 503 for health_after_s."""
     healthy_at = time.monotonic() + float(knob("health_after_s", 0))
     hanging: list[socket.socket] = []
+    wakeup = signal_wakeup()
     while True:
-        ready = select.select([server], [], [], 1.0)[0]
-        if not ready:
+        ready = select.select([server, wakeup], [], [], 1.0)[0]
+        if wakeup in ready:
+            os.read(wakeup, 512)
+        if server not in ready:
             continue
         try:
             conn = server.accept()[0]
