@@ -16,9 +16,9 @@ from ansible_collections.gpuops.hygiene.plugins.plugin_utils._report import READ
 READY, FAILED, TIMEOUT, NOT_LAUNCHED, UNREACHABLE = READY_VERDICTS
 
 
-def _placeholder(host: str, facts: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
-    """A host without server_ready_result: its reset says why nothing was launched, or it was never reached."""
-    reset = facts.get("gpu_reset_result") or {}
+def _placeholder(host: str, reset: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """A host without server_ready_result: its reset (gpu_reset_result) says why nothing was launched, or it was
+    never reached."""
     if reset.get("verdict") == UNREACHABLE:
         verdict, reasons = UNREACHABLE, list(reset.get("reasons") or ["unreachable"])
     elif reset and reset.get("verdict") != CLEAN:
@@ -33,8 +33,8 @@ def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[di
     """Each host's server_ready_result, in the order given, completed for the reports; never a host left out."""
     found = []
     for host in hosts:
-        facts = hostvars[host] if host in hostvars else {}
-        result = dict(facts.get("server_ready_result") or _placeholder(host, facts))
+        result = dict(_report.registered(hostvars, host, "server_ready_result")
+                      or _placeholder(host, _report.registered(hostvars, host, "gpu_reset_result") or {}))
         result.setdefault("message", f"{result['verdict'].upper()}: " + "; ".join(result.get("reasons") or []))
         empty: dict[str, t.Any] = {"seconds": None, "port": None, "pid": None, "cmdline": None, "gpus_ready": None,
                                    "expected_gpus": 0, "reasons": [], "settled_because": None, "container": None}

@@ -30,6 +30,23 @@ def _completed(host: str, result: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     return {key: value for key, value in {**empty, **result}.items() if key in OUTCOME_KEYS}
 
 
+def registered(hostvars: t.Mapping[str, t.Any], host: str, name: str) -> t.Any:
+    """A host's registered variable, None when the host or the variable is missing.
+
+    Ansible's hostvars template the whole value on access; a record is data (registered, never a template), and
+    templating it walks every step's result: thousands of containers a host. A registered mapping is read as it is
+    (HostVars.raw_get); anything else, such as a template someone set under that name, is templated as before.
+    """
+    if host not in hostvars:
+        return None
+    raw_get = getattr(hostvars, "raw_get", None)
+    if raw_get is not None:
+        value = raw_get(host).get(name)
+        if isinstance(value, dict):
+            return value
+    return hostvars[host].get(name)
+
+
 def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[dict[str, t.Any]]:
     """Every host's outcome from its gpu_reset_result, in the order given; a host without one is unknown, saying so.
 
@@ -39,7 +56,7 @@ def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[di
     """
     found = []
     for host in hosts:
-        result = hostvars[host].get("gpu_reset_result") if host in hostvars else None
+        result = registered(hostvars, host, "gpu_reset_result")
         if not result or "verdict" not in result:
             why = "no result: the play failed or ended on this host before its verdict" if not result \
                 else "no verdict: the run ended while the reset was still waiting"
@@ -53,7 +70,7 @@ def not_clean_pattern(pattern: str | t.Sequence[str], hostvars: t.Mapping[str, t
 
     For a play after the summary that fails them: a clean host is left out of the play, so it costs nothing.
     """
-    clean = [host for host in hostvars if (hostvars[host].get("gpu_reset_result") or {}).get("verdict") == CLEAN]
+    clean = [host for host in hostvars if (registered(hostvars, host, "gpu_reset_result") or {}).get("verdict") == CLEAN]
     base = pattern if isinstance(pattern, str) else ",".join(pattern)
     return ",".join([base] + [f"!{host}" for host in clean])
 

@@ -72,7 +72,6 @@ class Settings:
     container: str | None
     module_args: dict[str, t.Any]
     wait_mode: str
-    fail_when_dirty: bool
     textfile_dir: str
     # False when the run's tags leave the reset out; True when they, or gpu_reset_verify_only, leave out the stop.
     selected: bool
@@ -129,9 +128,11 @@ def _values(variables: t.Mapping[str, t.Any], template: t.Callable[[t.Any], t.An
     """Every option's value: the variable when it is set, else the table's default; old names with a warning."""
     table, values, warnings = options(), {}, []
     for name, spec in table.items():
-        variable = PREFIX + name
-        values[name] = _checked(variable, template(variables[variable]), spec) if variable in variables \
-            else spec.get("default")
+        variable, default = PREFIX + name, spec.get("default")
+        raw = variables.get(variable, default)
+        # The role's own default, as defaults/main.yml holds it: the table's value, valid by construction (a test
+        # checks every default against its spec). Only what someone set is templated and checked.
+        values[name] = default if type(raw) is type(default) and raw == default else _checked(variable, template(raw), spec)
     for old, new in RENAMED.items():
         if PREFIX + old in variables:
             warnings.append(f"{PREFIX}{old} is now {PREFIX}{new}: its value is used for this release, rename it")
@@ -207,6 +208,6 @@ def settings(host: str, variables: t.Mapping[str, t.Any], template: t.Callable[[
     if container is not None:
         args["container"] = container
     return Settings(host=host, runs_on=runs_on, container=container, module_args=args,
-                    wait_mode=values["wait_mode"], fail_when_dirty=bool(values["fail_when_dirty"]),
+                    wait_mode=values["wait_mode"],
                     textfile_dir=values["textfile_dir"] or "", selected=selected, read_only=read_only,
                     warnings=tuple(warnings + _unknown_names(variables)))

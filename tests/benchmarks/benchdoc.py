@@ -451,8 +451,8 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
     add(_run_note(results) + "\n")
     add(_table(["goal (issue 19)", "where", "goal", "measured", "verdict"], goals_rows(results, summary)) + "\n")
     add("*Task results per host* count the results of the reset play's tasks that ran for every host (the role's one "
-        f"task `{ONE_RUN_ACTION}` and its check `Fail the host that is not clean`, skipped on a clean host); the "
-        "run-once tasks (the lookup of the Proxmox nodes, the summary table and its text) return one result for the "
+        f"task `{ONE_RUN_ACTION}`, through its entry point `reset`: the playbook fails the hosts that are not clean in a "
+        "play of its own, which a clean host is not part of); the run-once tasks (the lookup of the Proxmox nodes, the summary table and its text) return one result for the "
         "whole run. *Controller CPU* is the `ansible-playbook` run's own cgroup (its forks included, the simulated "
         "hosts not), divided by the hosts; see [Fleet cost](#fleet-cost-measured-where-it-is-spent) for the split "
         "and the model.\n")
@@ -464,7 +464,7 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
                         f"{size['module_s']:.3f} ({size['module_ratio']}x), ping {size['floor_s']:.3f}"
                         for size in ladder if size["hosts"] > 1)
             + ". What the role adds to its one module run (the action's checks and templating on the controller, "
-            "the skipped check, the run-once tasks) is the difference between the first two. The wall-time ratios "
+            "the registered record, the run-once tasks) is the difference between the first two. The wall-time ratios "
             "here include the simulated hosts' own CPU (module runs, the Python `nvidia-smi`), which shares the same 2 "
             "cores with the controller; on a real fleet that work runs on the hosts.\n")
 
@@ -704,8 +704,9 @@ GPUs and the processes, asked side by side.
    its argument spec itself, runs `gpu_host_reset` where the reset runs (the host, or a container's Proxmox node) and
    returns the outcome as the task's result, registered as `gpu_reset_result` for every ending; the step-by-step
    path (`gpu_reset_wait_mode: until`) is the same task's until/retries attempts. The argument validation task, the
-   `set_fact` of the verdict, the step-by-step include and the metrics tasks are gone; besides the reset a clean host
-   has one skipped check (`Fail the host that is not clean`), and the lookup of the Proxmox nodes runs once per play.
+   `set_fact` of the verdict, the step-by-step include and the metrics tasks are gone; the playbook takes the role's
+   entry point `reset` (no per-host check of the outcome: hosts that are not clean fail in a play of their own), and
+   the lookup of the Proxmox nodes runs once per play.
    This run at 1 host: {len(profile1['tasks'])} tasks in the profile, {module_count} of them run a module on the host.
 {_light_polls_note(baselines, det8)}
 
@@ -713,10 +714,9 @@ At 8 hosts the reset has to come down to {_f(target_reset8)} s for reset/floor <
 manual/reset >= 3 (measured: {_f(reset8.get('median_s'))} s). Left, ordered by expected gain:
 
 1. **The remaining light tasks.** Besides the reset's task the run has {len(light8)} tasks that cost {_f(light8_s)} s
-   of slots at 8 hosts together (the run-once node lookup, the skipped failure check, the summary play's two run-once
-   tasks); every one is a barrier where the linear strategy waits for the slowest host, and the skipped check still
-   costs a worker's templating per host on the controller. The summary has to stay a play of its own: with `serial`
-   batches only a later play sees every batch.
+   of slots at 8 hosts together (the run-once node lookup, the summary play's two run-once tasks); every one is a
+   barrier where the linear strategy waits for the slowest host. The summary has to stay a play of its own: with
+   `serial` batches only a later play sees every batch.
 2. **Pipelining and SSH settings for real fleets:** enable pipelining (`ANSIBLE_PIPELINING=true` or
    `ansible_pipelining: true` in the inventory) and keep ControlPersist: over SSH at 8 hosts the reset took
    {_f(pipelining_gain)} s {'longer' if (pipelining_gain or 0) >= 0 else 'less'} with pipelining off (Ansible's default)

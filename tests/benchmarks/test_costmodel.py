@@ -36,8 +36,8 @@ def _results() -> dict:
         runs = [_run("reset", hosts, 1.0 + 0.3 * hosts, 5.0 + 0.5 * hosts),
                 _run("reset_module", hosts, 0.9 + 0.12 * hosts, 4.0 + 0.5 * hosts),
                 _run("floor", hosts, 0.8 + 0.1 * hosts, 2.0 + 0.1 * hosts, module=0.2)]
-        # The one-task role's profile: a run-once set_fact, the reset's action for every host, the failure of a host
-        # that is not clean (skipped: every host clean), and the summary play's two run-once tasks.
+        # A role's profile: a run-once set_fact, the reset's action for every host, a per-host check skipped on every
+        # host (as the main entry point's check of a clean host), and the summary play's two run-once tasks.
         runs[0]["profile"] = [_task("Find the nodes", "ansible.builtin.set_fact", 1, "ok"),
                               _task("Reset", costmodel.ONE_RUN_ACTION, hosts, "ok"),
                               _task("Fail the host that is not clean", "ansible.builtin.fail", hosts, "skipped"),

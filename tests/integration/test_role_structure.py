@@ -66,6 +66,26 @@ def test_the_summary_entry_point_reports_every_host_and_fails_only_the_dirty_one
     assert validation and validation[0]["status"] == "ok"
 
 
+@pytest.mark.parametrize("entry_point", ["main", "reset"])
+def test_main_fails_the_dirty_host_and_reset_is_the_one_task_alone(sim, playbook, entry_point):
+    """gpu_reset_fail_when_dirty at its default: main fails the host that is not clean with its message; reset
+    records the same outcome, fails no host and has no other task per host (a clean host costs one task)."""
+    stuck, idle = stuck_host(sim, "s"), sim.host("c")
+    run = run_playbook(playbook("role_entry_points.yml"), sim.inventory(), dict(QUICK, role_entry_point=entry_point))
+    assert recorded(run, stuck)["verdict"] == "busy" and recorded(run, idle)["verdict"] == "clean"
+    per_host = {host: [record["task"] for record in run.records if record["host"] == host
+                       and record["task"].startswith(ROLE) and "Proxmox nodes" not in record["task"]]
+                for host in (stuck, idle)}
+    if entry_point == "main":
+        assert run.rc == 2, run.stdout
+        assert run.status(FAIL_DIRTY, stuck) == "failed" and run.status(FAIL_DIRTY, idle) == "skipped"
+        assert run.result(FAIL_DIRTY, stuck)["msg"] == recorded(run, stuck)["message"]
+    else:
+        assert run.rc == 0, run.stdout
+        assert per_host[stuck] == per_host[idle] == [ROLE + "Reset the host in one task (read, stop, wait until free, "
+                                                     "leftovers, verdict)"]
+
+
 def test_the_summary_entry_point_checks_its_own_argument_spec(sim, playbook):
     host = sim.host()
     run = run_playbook(playbook("role_summary.yml"), sim.inventory(), dict(QUICK, gpu_reset_summary_fail="perhaps"))

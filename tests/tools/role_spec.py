@@ -2,7 +2,8 @@
 
 Every option of gpu_host_reset (but those the role sets itself) is the role variable gpu_reset_<option>, with the
 module's description, type, choices and default (ROLE_DEFAULTS where the role's differs). The role's own options,
-the other entry points and everything else in roles/gpu_reset/meta/argument_specs.yml are kept as they are, and
+the entry point reset gets main's variables but MAIN_ONLY; the other entry points and everything else in
+roles/gpu_reset/meta/argument_specs.yml are kept as they are, and
 roles/gpu_reset/defaults/main.yml is written from the result. `make role-spec` runs this; a test fails when the two
 files are not what it writes.
 
@@ -11,6 +12,7 @@ files are not what it writes.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -31,8 +33,9 @@ import _role  # noqa: E402  (the table's rules live with the action that reads i
 MODULE = "gpuops.hygiene.gpu_host_reset"
 SPEC_HEADER = """\
 # The role's contract. The gpu_reset_<option> entries of main are written from gpuops.hygiene.gpu_host_reset's own
-# documentation by tests/tools/role_spec.py (make role-spec): change a module option there, not here. The role's own
-# options, the other entry points and the descriptions of everything else are edited here.
+# documentation by tests/tools/role_spec.py (make role-spec): change a module option there, not here. The entry point
+# reset's options are main's but gpu_reset_fail_when_dirty, written by the same script. The role's own options, the
+# other entry points and the descriptions of everything else are edited here.
 """
 DEFAULTS_HEADER = """\
 # Written by tests/tools/role_spec.py (make role-spec) from meta/argument_specs.yml: every variable of the role with
@@ -75,17 +78,25 @@ def role_option(name: str, option: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
             spec[key] = option[key]
     default = _role.ROLE_DEFAULTS.get(name, option.get("default"))
     if default is not None:
-        spec["default"] = default
+        # As the check would give it (10 for a float is 10.0): the action takes a value equal to its default as it is.
+        spec["default"] = _role._checked(f"{_role.PREFIX}{name}", default, spec)  # pylint: disable=protected-access
     return spec
 
 
+# The entry point `reset` is main without its check of the outcome: main's variables but these.
+MAIN_ONLY = ("fail_when_dirty",)
+
+
 def generate(current: dict[str, t.Any], doc: dict[str, t.Any]) -> dict[str, t.Any]:
-    main = current["argument_specs"]["main"]
+    specs = current["argument_specs"]
+    main = specs["main"]
     kept = {name: spec for name, spec in main["options"].items()
             if name[len(_role.PREFIX):] not in doc["options"] or name[len(_role.PREFIX):] in _role.ROLE_OPTIONS}
     options = {f"{_role.PREFIX}{name}": role_option(name, option) for name, option in doc["options"].items()
                if name not in _role.SET_BY_ROLE}
     main["options"] = {**options, **kept}
+    specs["reset"]["options"] = {name: copy.deepcopy(spec) for name, spec in main["options"].items()
+                                 if name[len(_role.PREFIX):] not in MAIN_ONLY}
     return current
 
 

@@ -35,3 +35,32 @@ def test_the_order_is_the_hosts_order_and_an_unknown_host_is_kept():
     clean = {"verdict": "clean", "reasons": []}
     found = _report.outcomes({"b": {"gpu_reset_result": clean}, "a": {"gpu_reset_result": clean}}, ["b", "zz", "a"])
     assert [(entry["host"], entry["verdict"]) for entry in found] == [("b", "clean"), ("zz", "unknown"), ("a", "clean")]
+
+
+def _hostvars(records):
+    """Ansible's own HostVars over a real inventory and variable manager, each host's record registered."""
+    from ansible.inventory.manager import InventoryManager  # pylint: disable=import-outside-toplevel
+    from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
+    from ansible.vars.hostvars import HostVars  # pylint: disable=import-outside-toplevel
+    from ansible.vars.manager import VariableManager  # pylint: disable=import-outside-toplevel
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=",".join(records) + ",")
+    variables = VariableManager(loader=loader, inventory=inventory)
+    for host, record in records.items():
+        variables.set_host_variable(host, "gpu_reset_result", record)
+    return HostVars(inventory, variables, loader)
+
+
+def test_ansible_hostvars_give_the_registered_record_as_it_is_and_a_template_still_renders():
+    """A registered record is read raw (templating it would walk every step's result); a value someone set as a
+    template under that name is still rendered, as hostvars render it."""
+    from ansible.template import trust_as_template  # pylint: disable=import-outside-toplevel
+    clean = {"verdict": "clean", "reasons": [], "steps": {"kill": {"killed": [{"pid": 7}]}}}
+    by_hand = trust_as_template("{{ {'verdict': 'busy', 'reasons': ['set by hand']} }}")  # as an inventory file's
+    hostvars = _hostvars({"gpu-1": clean, "gpu-2": by_hand})
+    assert _report.registered(hostvars, "gpu-1", "gpu_reset_result") is not None
+    assert _report.registered(hostvars, "gpu-1", "gpu_reset_result")["steps"] == clean["steps"]
+    assert _report.registered(hostvars, "nobody", "gpu_reset_result") is None
+    found = _report.outcomes(hostvars, ["gpu-1", "gpu-2"])
+    assert [(entry["verdict"], entry["reasons"]) for entry in found] == [("clean", []), ("busy", ["set by hand"])]
+    assert _report.not_clean_pattern("all", hostvars) == "all,!gpu-1"

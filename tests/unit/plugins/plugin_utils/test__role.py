@@ -42,6 +42,22 @@ def test_a_wrong_type_is_one_line_naming_the_variable(variable, value, message):
     assert str(error.value) == message
 
 
+def test_every_default_is_valid_for_its_spec_as_it_is():
+    """A value equal to its default is taken without a check (the common path): the default must be what the
+    check would give for it, of the same type."""
+    for name, spec in _role.options().items():
+        default = spec.get("default")
+        checked = _role._checked(_role.PREFIX + name, default, spec)  # pylint: disable=protected-access
+        assert checked == default and type(checked) is type(default), name
+        assert DEFAULTS[_role.PREFIX + name] == default, name
+
+
+def test_a_value_set_to_the_default_in_another_type_is_still_checked_and_converted():
+    found = settings(gpu_reset_wait_for=60, gpu_reset_expected_gpu_count="8", gpu_reset_remove_stale_shm="yes")
+    assert found.module_args["wait_for"] == 60.0 and type(found.module_args["wait_for"]) is float
+    assert found.module_args["expected_gpu_count"] == 8 and found.module_args["remove_stale_shm"] is True
+
+
 def test_values_are_converted_as_the_module_would():
     found = settings(gpu_reset_wait_for="5", gpu_reset_ports=["30000", 29500], gpu_reset_gpu_holders="yes")
     assert found.module_args["wait_for"] == 5.0 and found.module_args["ports"] == [30000, 29500]
