@@ -19,6 +19,7 @@ import typing as t
 from dataclasses import dataclass
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _bounded
+from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 
 PROC = "/proc"
@@ -787,6 +788,9 @@ def start_epoch(process: Process, booted_at: float) -> float:
 
 # The keys of a process in every module's result, in this order.
 RECORD_KEYS = ("pid", "ppid", "name", "cmdline", "start_time", "container", "vmid", "namespace_pid")
+# A record's command line at most: a tenant picks argv up to a quarter of its stack limit (megabytes), and every
+# list of records is returned, logged and templated on the controller. Matching reads the whole argv.
+RECORD_CMDLINE_CHARS = 4096
 
 
 def iso_utc(epoch: float) -> str:
@@ -801,7 +805,7 @@ def process_record(process: Process, booted_at: float) -> dict[str, t.Any]:
         "pid": process.pid,
         "ppid": process.ppid,
         "name": process.name,
-        "cmdline": process.cmdline,
+        "cmdline": brief(process.cmdline, RECORD_CMDLINE_CHARS),
         "start_time": iso_utc(start_epoch(process, booted_at)),
         "container": container.to_dict() if container else None,
         "vmid": process.vmid,

@@ -48,3 +48,23 @@ def test_a_holder_in_another_pid_namespace_has_every_key_empty():
     facts = holder.to_dict(0.0, _procfs.PROC)
     assert facts["pid"] == os.getpid() and facts["name"] == "python3" and facts["visible"] is False
     assert all(facts[key] is None for key in _procfs.RECORD_KEYS if key not in ("pid", "name"))
+
+
+def test_a_huge_command_line_is_shortened_in_the_record_saying_how_much_was_left_out():
+    """A tenant's process with 200,000 characters of argv (the kernel allows megabytes): the record keeps its leading
+    whole words and says how many more there were; the process itself is read whole."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    padding = [f"--flag-{index:05d}=" + "x" * 90 for index in range(2000)]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *padding])
+    try:
+        seen = _procfs.read_process(child.pid, "/proc")
+        assert seen is not None and len(seen.cmdline) > 200_000 and seen.argv[-1] == padding[-1]
+        record = _procfs.process_record(seen, 0.0)
+        kept = record["cmdline"].rpartition(" ... (+")[0]
+        assert len(record["cmdline"]) <= _procfs.RECORD_CMDLINE_CHARS + 30 and seen.cmdline.startswith(kept)
+        left_out = len(seen.cmdline.split()) - len(kept.split())
+        assert record["cmdline"].endswith(f" ... (+{left_out} words)")
+    finally:
+        child.kill()
+        child.wait()
