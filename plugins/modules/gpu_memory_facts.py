@@ -209,7 +209,7 @@ ansible_facts:
               type: bool
             ppid: {description: "Parent PID.", type: int}
             name: {description: "Program name (first word of the command line, without directories).", type: str, sample: "sglang::scheduler_TP3"}
-            cmdline: {description: "Full command line.", type: str}
+            cmdline: {description: "Command line, at most 4096 characters (a longer one keeps its leading words and says how many were left out).", type: str}
             state: {description: "Process state letter (R, S, D, Z, T, ...).", type: str}
             user: {description: "Owner of the process.", type: str}
             start_time: {description: "When the process started (UTC, ISO 8601).", type: str}
