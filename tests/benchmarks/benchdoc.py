@@ -367,17 +367,20 @@ def _run_note(results: dict) -> str:
     elapsed = meta.get("elapsed_s")
     args = list(meta.get("argv") or [])
     big = args[args.index("--big-reps") + 1] if "--big-reps" in args[:-1] else "1"
+    quiet = (load["quiet_fraction"] or 0) >= 0.9
+    machine = ("The machine was quiet before the runs" if quiet else
+               "The 2 cores were shared with other work during the run")
     return (f"**How this run was made.** `run.py {' '.join(args)}`: {meta['reps']} repetition(s) per variant and size "
-            f"({big} at 32 hosts and more), {_f(elapsed / 60 if elapsed else None, 0)} minutes in all. The 2 cores were "
-            f"shared with other sessions' test runs the whole time (1-minute load average {_f(load['loadavg_min'], 1)} to "
-            f"{_f(load['loadavg_max'], 1)}, median CPU busy fraction before a run {_f(load['busy_median'])}; "
-            f"{_f(100 * (load['quiet_fraction'] or 0), 0)} % of runs started on a quiet machine), so the absolute times "
-            "are inflated and noisy, one repetition gives no spread, and the ratios (taken within the same run, the "
-            "reset and its floor back to back) are what to read."
+            f"({big} at 32 hosts and more), {_f(elapsed / 60 if elapsed else None, 0)} minutes in all. {machine} "
+            f"(median CPU busy fraction before a run {_f(load['busy_median'])}; "
+            f"{_f(100 * (load['quiet_fraction'] or 0), 0)} % of runs started on a quiet machine; the 1-minute load "
+            f"average of {_f(load['loadavg_min'], 1)} to {_f(load['loadavg_max'], 1)} is mostly the benchmark's own "
+            "simulated hosts and forks). Every run's own work shares the 2 cores with the simulated hosts', so the "
+            "absolute times and CPU figures are noisy (a figure at 32 hosts and more is one run), and the ratios (taken "
+            "within the same run, the reset and its floor back to back) are what to read."
             + "".join(f" The {', '.join(map(str, merged['sizes']))}-host fleet comes from a second run, "
                       f"`run.py {' '.join(merged.get('argv') or [])}` (started {merged.get('started')}, "
-                      f"{_f((merged.get('elapsed_s') or 0) / 60, 0)} minutes), the only work of this benchmark then (other "
-                      "sessions' test runs still shared the cores)."
+                      f"{_f((merged.get('elapsed_s') or 0) / 60, 0)} minutes), the only work of this benchmark then."
                       for merged in meta.get("merged") or [])
             + "".join(f" Not run: {skip['size']} hosts ({skip['why']})." for skip in results.get("skipped") or []))
 
@@ -452,10 +455,10 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
     add(_table(["goal (issue 19)", "where", "goal", "measured", "verdict"], goals_rows(results, summary)) + "\n")
     add("*Task results per host* count the results of the reset play's tasks that ran for every host (the role's one "
         f"task `{ONE_RUN_ACTION}`, through its entry point `reset`: the playbook fails the hosts that are not clean in a "
-        "play of its own, which a clean host is not part of); the run-once tasks (the lookup of the Proxmox nodes, the summary table and its text) return one result for the "
-        "whole run. *Controller CPU* is the `ansible-playbook` run's own cgroup (its forks included, the simulated "
-        "hosts not), divided by the hosts; see [Fleet cost](#fleet-cost-measured-where-it-is-spent) for the split "
-        "and the model.\n")
+        "play of its own, which a clean host is not part of); the run-once tasks (the lookup of the Proxmox nodes, "
+        "the summary table and its text) return one result for the whole run. *Controller CPU* is the "
+        "`ansible-playbook` run's own cgroup (its forks included, the simulated hosts not), divided by the hosts; "
+        "see [Fleet cost](#fleet-cost-measured-where-it-is-spent) for the split and the model.\n")
     ladder = ((results.get("cost_model") or {}).get("ladder") or {}).get("sizes") or []
     if ladder:
         add("Controller CPU-s per host, the reset against the module alone (`module_alone.yml`: `gpu_host_reset` as "

@@ -53,18 +53,24 @@ def _doc(module: str) -> dict:
     return json.loads(out)[f"gpuops.hygiene.{module}"]["return"]
 
 
+# The reset's tasks: the entry point reset, which the playbooks take and main imports.
+RESET_TASKS = os.path.join(TASKS, "reset.yml")
+
+
 def _reset_task() -> dict:
-    tasks = [task for task in _tasks(os.path.join(TASKS, "main.yml")) if benchlib.ONE_RUN_ACTION in task]
+    tasks = [task for task in _tasks(RESET_TASKS) if benchlib.ONE_RUN_ACTION in task]
     assert len(tasks) == 1, f"the role runs {benchlib.ONE_RUN_ACTION} in {len(tasks)} tasks"
     return tasks[0]
 
 
 def test_the_role_resets_in_one_gpu_reset_task():
-    assert _actions(os.path.join(TASKS, "main.yml")).count(benchlib.ONE_RUN_ACTION) == 1
+    assert _actions(RESET_TASKS).count(benchlib.ONE_RUN_ACTION) == 1
     assert os.path.exists(os.path.join(REPO, "plugins", "action", benchlib.ONE_RUN_ACTION.rsplit(".", 1)[1] + ".py"))
     # No other task of the role runs a module of the collection: the reset's records are that one task's.
-    assert [action for action in _actions(os.path.join(TASKS, "main.yml")) if action.startswith("gpuops.")] == \
-        [benchlib.ONE_RUN_ACTION]
+    assert [action for action in _actions(RESET_TASKS) if action.startswith("gpuops.")] == [benchlib.ONE_RUN_ACTION]
+    # main is the same reset and its check of the outcome, nothing else.
+    assert _actions(os.path.join(TASKS, "main.yml")) == ["ansible.builtin.import_tasks", "ansible.builtin.fail"]
+    assert _tasks(os.path.join(TASKS, "main.yml"))[0]["ansible.builtin.import_tasks"] == "reset.yml"
 
 
 def test_until_mode_is_the_same_task_whose_result_the_benchmark_reads():
@@ -88,7 +94,7 @@ def test_the_module_alone_play_runs_the_module_the_action_runs():
 
 def _settings() -> _role.Settings:
     return _role.Settings(host="h1", runs_on="h1", container=None, module_args={"wait_for": 60}, wait_mode="module",
-                          fail_when_dirty=True, textfile_dir="", selected=True, read_only=False, warnings=())
+                          textfile_dir="", selected=True, read_only=False, warnings=())
 
 
 def _memory(collected_at: str, used: int) -> dict:
