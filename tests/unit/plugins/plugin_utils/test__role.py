@@ -54,7 +54,7 @@ def test_every_default_is_valid_for_its_spec_as_it_is():
 
 def test_a_value_set_to_the_default_in_another_type_is_still_checked_and_converted():
     found = settings(gpu_reset_wait_for=60, gpu_reset_expected_gpu_count="8", gpu_reset_remove_stale_shm="yes")
-    assert found.module_args["wait_for"] == 60.0 and type(found.module_args["wait_for"]) is float
+    assert found.module_args["wait_for"] == 60.0 and isinstance(found.module_args["wait_for"], float)
     assert found.module_args["expected_gpu_count"] == 8 and found.module_args["remove_stale_shm"] is True
 
 
