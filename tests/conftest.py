@@ -23,7 +23,8 @@ SOURCES = ("plugins", "roles", "playbooks", "meta")
 def _newest_source() -> float:
     newest = 0.0
     for top in SOURCES:
-        for root, _dirs, files in os.walk(os.path.join(REPO, top)):
+        for root, dirs, files in os.walk(os.path.join(REPO, top)):
+            dirs[:] = [name for name in dirs if name != "__pycache__"]  # bytecode a run wrote is no source
             newest = max([newest] + [os.path.getmtime(os.path.join(root, name)) for name in files])
     return newest
 

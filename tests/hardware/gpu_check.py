@@ -202,6 +202,7 @@ def import_collection() -> dict:
     os.makedirs(os.path.join(root, "ansible_collections", "gpuops"))
     os.symlink(CHECKOUT, os.path.join(root, "ansible_collections", "gpuops", "hygiene"))
     sys.path.insert(0, root)
+    sys.dont_write_bytecode = True  # the checkout stays as it is: no __pycache__ among its sources
     from ansible_collections.gpuops.hygiene.plugins.module_utils import (  # pylint: disable=import-outside-toplevel
         _errors, _gpu_facts, _host_reset, _kill, _leftovers, _nvidia_smi, _nvml)
     return {"facts": _gpu_facts, "reset": _host_reset, "kill": _kill, "leftovers": _leftovers,

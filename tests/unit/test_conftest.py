@@ -102,3 +102,22 @@ def test_a_unit_test_that_reads_the_machine_fails_even_if_it_catches_the_refusal
     assert "ERROR test_reads.py::test_opens_pid_1" in run.stdout, run.stdout
     assert "ERROR test_reads.py::test_catches_the_refusal" in run.stdout, run.stdout
     assert "'/proc/1/fd'" in run.stdout and "test_reads_only_itself" not in run.stdout.split("short test summary")[1]
+
+
+def test_bytecode_a_run_wrote_among_the_sources_is_not_a_newer_source(tmp_path, monkeypatch):
+    """tests/conftest.py refuses a stale install by the newest source's mtime; a __pycache__ that a program run from
+    the checkout wrote (tests/hardware/gpu_check.py inside a simulated host) must not count as a change."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("top_conftest", os.path.join(tests, "conftest.py"))
+    top = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(top)
+    source = tmp_path / "plugins" / "module_utils" / "_kill.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("")
+    os.utime(source, (1_000_000, 1_000_000))
+    (source.parent / "__pycache__").mkdir()
+    (source.parent / "__pycache__" / "_kill.cpython-311.pyc").write_bytes(b"")
+    monkeypatch.setattr(top, "REPO", str(tmp_path))
+    assert top._newest_source() == 1_000_000 < time.time()  # pylint: disable=protected-access
