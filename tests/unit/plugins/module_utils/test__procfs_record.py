@@ -56,8 +56,11 @@ def test_a_huge_command_line_is_shortened_in_the_record_saying_how_much_was_left
     import subprocess  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
     padding = [f"--flag-{index:05d}=" + "x" * 90 for index in range(2000)]
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *padding])
+    # It says when it runs: right after exec its command line may not be set up yet.
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", *padding],
+                             stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
         seen = _procfs.read_process(child.pid, "/proc")
         assert seen is not None and len(seen.cmdline) > 200_000 and seen.argv[-1] == padding[-1]
         record = _procfs.process_record(seen, 0.0)
