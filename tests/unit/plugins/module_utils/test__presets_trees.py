@@ -51,7 +51,7 @@ def grow(proc_view):
         env = dict(os.environ, PYTHONPATH=SIMULATOR)
         child = subprocess.Popen([sys.executable, "-c", GROW, json.dumps(tree), ROOM], env=env, start_new_session=True)
         groups.append(child)
-        return wait_for_tree(proc_view, child.pid, count_nodes(tree))
+        return wait_for_tree(proc_view, child.pid, count_nodes(tree), comms_of(tree))
     yield start
     for child in groups:
         os.killpg(child.pid, signal.SIGKILL)
@@ -62,13 +62,23 @@ def count_nodes(tree: dict) -> int:
     return 1 + sum(count_nodes(child) for child in tree.get("children", []))
 
 
-def wait_for_tree(view: ProcView, root: int, count: int) -> list[int]:
-    """The PIDs of the tree once it has all its processes, each renamed; they are added to the proc view."""
+def comms_of(tree: dict) -> list[str]:
+    """The comm each process of the tree ends with: its own (prctl, after the argv) or its argv[0]'s first 15 bytes
+    (what set_argv gives it)."""
+    own = (tree.get("comm") or tree["argv"][0]).encode()[:15].decode(errors="replace")
+    return [own] + [comm for child in tree.get("children", []) for comm in comms_of(child)]
+
+
+def wait_for_tree(view: ProcView, root: int, count: int, comms: list[str] | None = None) -> list[int]:
+    """The PIDs of the tree once it has all its processes, each renamed (argv, and comm when `comms` names them);
+    they are added to the proc view."""
     deadline = time.monotonic() + 10
     while True:
         table = _procfs.scan(view.add_tree(root))
         members = sorted({root} | _procfs.descendants([root], table))
-        if len(members) == count and all(ROOM not in table[pid].argv for pid in members if pid in table):
+        renamed = all(ROOM not in table[pid].argv for pid in members if pid in table)
+        named = comms is None or sorted(table[pid].comm for pid in members if pid in table) == sorted(comms)
+        if len(members) == count and renamed and named:
             return members
         assert time.monotonic() < deadline, "the tree did not take its shape in time"
         time.sleep(0.05)
