@@ -11,7 +11,8 @@ import typing as t
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import UNKNOWN, UNREACHABLE
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import (
+    BAD_INPUT, HOST_UNREACHABLE, NO_ANSWER, NOT_RUN, UNKNOWN, UNREACHABLE, Reason)
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _role, _role_run
 
 
@@ -39,14 +40,15 @@ class ActionModule(ActionBase):
             settings = _role.settings(host, task_vars, self._templar.template,
                                       self._task.args.get("container_nodes") or ())
         except _role.RoleError as error:
-            return _role_run.placeholder(host, UNKNOWN, str(error), check_mode)
+            return _role_run.placeholder(host, UNKNOWN, Reason(str(error), BAD_INPUT, lasting=True), check_mode)
         if (self._task.delegate_to or host) != settings.runs_on:
-            return _role_run.placeholder(host, UNKNOWN, f"the reset of {host} runs on {settings.runs_on}, not on "
-                                         f"{self._task.delegate_to or host}: delegate the task to it (the role does)",
-                                         check_mode)
+            why = (f"the reset of {host} runs on {settings.runs_on}, not on {self._task.delegate_to or host}: delegate "
+                   f"the task to it (the role does)")
+            return _role_run.placeholder(host, UNKNOWN, Reason(why, BAD_INPUT, lasting=True), check_mode)
         if not settings.selected:
-            result = _role_run.placeholder(host, UNKNOWN, "the reset did not run: the tags of this run left it out",
-                                           check_mode, settings.read_only)
+            why = "the reset did not run: the tags of this run left it out"
+            result = _role_run.placeholder(host, UNKNOWN, Reason(why, NOT_RUN, lasting=True), check_mode,
+                                           settings.read_only)
         else:
             result = self._reset(settings, check_mode)
         if settings.textfile_dir and "verdict" in result and result["verdict"] != UNREACHABLE:
@@ -64,9 +66,11 @@ class ActionModule(ActionBase):
                                                last_attempt=lambda attempt: attempt > retries)
             return _role_run.one_run(settings, self._module, check_mode)
         except _role_run.Unreachable as error:
-            return _role_run.placeholder(settings.host, UNREACHABLE, str(error), check_mode, settings.read_only)
+            return _role_run.placeholder(settings.host, UNREACHABLE, Reason(str(error), HOST_UNREACHABLE), check_mode,
+                                         settings.read_only)
         except (_role_run.TimeLimit, AnsibleError) as error:
-            return _role_run.placeholder(settings.host, UNKNOWN, str(error), check_mode, settings.read_only)
+            return _role_run.placeholder(settings.host, UNKNOWN, Reason(str(error), NO_ANSWER), check_mode,
+                                         settings.read_only)
 
     def _write_metrics(self, settings: _role.Settings, outcome: dict[str, t.Any]) -> dict[str, t.Any]:
         """The outcome as node_exporter metrics on the host; a file that cannot be written is a warning, no more."""

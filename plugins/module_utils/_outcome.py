@@ -17,8 +17,8 @@ import dataclasses
 import datetime
 import typing as t
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _sample
-from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN, UNREACHABLE, worst
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _sample, _verdict
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN, UNREACHABLE, Reason, worst
 
 
 _KILLED_KEYS = ("pid", "name", "cmdline", "vmid", "signals", "seconds_to_exit")
@@ -60,18 +60,21 @@ class Steps:
 _LABELS: dict[str, str] = {CLEAN: "clean", BUSY: "NOT CLEAN", UNKNOWN: "UNKNOWN", UNREACHABLE: "unreachable"}
 
 
-def placeholder(host: str, verdict: str, why: str, check_mode: bool = False, verify_only: bool = False) -> dict[str, t.Any]:
+def placeholder(host: str, verdict: str, why: Reason | None, check_mode: bool = False,
+                verify_only: bool = False) -> dict[str, t.Any]:
     """The outcome of an ending without a module's answer: an unreachable host, refused input, a reset left out.
 
     Every field a report reads, with nothing claimed: no GPU was read and nothing is known to have been stopped.
     """
-    return {"host": host, "verdict": verdict, "reasons": [why] if why else [],
-            "message": f"{host}: {_LABELS.get(verdict, verdict)}: {why}".rstrip(": "), "check_mode": check_mode,
+    text = why.text if why else ""
+    return {"host": host, "verdict": verdict, "reasons": [text] if text else [],
+            "reason_codes": [why.as_code()] if why and text else [],
+            "message": f"{host}: {_LABELS.get(verdict, verdict)}: {text}".rstrip(": "), "check_mode": check_mode,
             "verify_only": verify_only, "container": None, "gpus": [], "gpus_clean": 0, "gpus_expected": None,
             "mib_freed": None, "processes_stopped": None, "killed": [], "would_stop": [], "would_stop_count": 0,
             "survivors": [], "survivors_count": 0, "ports": [], "shm_removed": [], "shm_removed_count": 0,
             "shm_error": None, "seconds_to_clean": None, "polls": 0, "fingerprint": None,
-            "reasons_count": 1 if why else 0, "truncated": []}
+            "reasons_count": 1 if text else 0, "truncated": []}
 
 
 def with_metrics_error(outcome: t.Mapping[str, t.Any], error: str) -> dict[str, t.Any]:
@@ -89,41 +92,50 @@ def _left_out(result: t.Mapping[str, t.Any], key: str) -> int:
     return int(result.get(key + "_count") or 0) - len(result.get(key) or [])
 
 
-def _stop_reasons(kill: t.Mapping[str, t.Any], last: t.Mapping[str, t.Any]) -> tuple[str, list[str]]:
-    """What the stop left behind: survivors and respawns make the host busy; spared GPU holders are named."""
+def _stop_reasons(kill: t.Mapping[str, t.Any], last: t.Mapping[str, t.Any]) -> tuple[str, list[Reason]]:
+    """What the stop left behind: survivors and respawns make the host busy; spared GPU holders are named.
+
+    None of it is cured by waiting: the stop has escalated as far as it goes, a restarter restarts, a spared process
+    stays spared."""
     verdict, reasons = CLEAN, []
     for entry in kill.get("survivors", []):
-        reasons.append(f"{_who(entry)} survived: {entry['reason']}")
+        reasons.append(Reason(f"{_who(entry)} survived: {entry['reason']}", _verdict.SURVIVED, lasting=True))
         verdict = BUSY
     if _left_out(kill, "survivors") > 0:
-        reasons.append(f"and {_left_out(kill, 'survivors')} more processes survived (left out of the result)")
+        reasons.append(Reason(f"and {_left_out(kill, 'survivors')} more processes survived (left out of the result)",
+                              _verdict.SURVIVED, lasting=True))
     # A GPU holder that a rule matched but that is spared on purpose: the verdict says which one and why.
     held_now = {holder["pid"] for holder in last.get("holders", []) if not holder.get("protected")}
     for entry in kill.get("protected", []):
         if entry["pid"] in held_now:
-            reasons.append(f"{_who(entry)} holds a GPU and was spared on purpose: {entry['reason']}")
+            reasons.append(Reason(f"{_who(entry)} holds a GPU and was spared on purpose: {entry['reason']}",
+                                  _verdict.SPARED, lasting=True))
     for entry in kill.get("respawned", []):
         restarter = entry.get("restarter") or "something"
-        reasons.append(f"pid {entry['pid']} ({entry.get('cmdline')}) came back after the stop: {restarter} restarts it")
+        reasons.append(Reason(f"pid {entry['pid']} ({entry.get('cmdline')}) came back after the stop: {restarter} "
+                              f"restarts it", _verdict.RESPAWNED, lasting=True))
         verdict = BUSY
     if _left_out(kill, "respawned") > 0:
-        reasons.append(f"and {_left_out(kill, 'respawned')} more processes came back (left out of the result)")
+        reasons.append(Reason(f"and {_left_out(kill, 'respawned')} more processes came back (left out of the result)",
+                              _verdict.RESPAWNED, lasting=True))
     return verdict, reasons
 
 
-def _port_reasons(leftovers: t.Mapping[str, t.Any]) -> list[str]:
+def _port_reasons(leftovers: t.Mapping[str, t.Any]) -> list[Reason]:
+    """A port still taken after the stop: by a process no rule stopped, which waiting does not end."""
     reasons = []
     for port in leftovers.get("ports", []):
         if not port["free"]:
             holders = "; ".join(f"pid {holder['pid']} ({holder['cmdline']})" for holder in port["holders"]) or \
                 "a process not visible from here"
             holders += f" and {_left_out(port, 'holders')} more" if _left_out(port, "holders") > 0 else ""
-            reasons.append(f"port {port['port']} is still taken by {holders}")
+            reasons.append(Reason(f"port {port['port']} is still taken by {holders}", _verdict.PORT_TAKEN, lasting=True))
     return reasons
 
 
-def _reset_refusals(gpu_resets: t.Sequence[t.Mapping[str, t.Any]]) -> list[str]:
-    return [f"nvidia-smi --gpu-reset -i {item.get('item')} refused: {' '.join((item.get('stdout') or '').split())[:300]}"
+def _reset_refusals(gpu_resets: t.Sequence[t.Mapping[str, t.Any]]) -> list[Reason]:
+    return [Reason(f"nvidia-smi --gpu-reset -i {item.get('item')} refused: "
+                   f"{' '.join((item.get('stdout') or '').split())[:300]}", _verdict.GPU_RESET_REFUSED, lasting=True)
             for item in gpu_resets if item.get("rc") not in (0, None)]
 
 
@@ -202,12 +214,16 @@ def reset_outcome(host: str, steps: Steps) -> dict[str, t.Any]:
     verdict = worst(last["verdict"], stop_verdict, BUSY if port_reasons else CLEAN)
     gpus = _gpu_rows(steps.first, last)
     killed = [{key: entry.get(key) for key in _KILLED_KEYS} for entry in steps.kill.get("killed", [])]
-    # The facts' own reasons are a sample of theirs: those left out are counted, never dropped silently.
+    # The facts' own reasons are a sample of theirs: those left out are counted, never dropped silently. Their codes
+    # come with them, in the same order (set where the facts judged them).
     facts_left_out = max(_left_out(last, "reasons"), 0)
-    reasons = list(last["reasons"]) + stop_reasons + port_reasons + _reset_refusals(steps.gpu_resets)
+    own = stop_reasons + port_reasons + _reset_refusals(steps.gpu_resets)
+    reasons = list(last["reasons"]) + [reason.text for reason in own]
+    codes = list(last["reason_codes"]) + [reason.as_code() for reason in own]
     outcome: dict[str, t.Any] = {
         "host": host, "verdict": verdict,
-        "reasons": reasons[:_sample.SAMPLE_SIZE], "reasons_count": len(reasons) + facts_left_out,
+        "reasons": reasons[:_sample.SAMPLE_SIZE], "reason_codes": codes[:_sample.SAMPLE_SIZE],
+        "reasons_count": len(reasons) + facts_left_out,
         "check_mode": steps.check_mode, "verify_only": steps.verify_only,
         "container": last.get("scope", {}).get("container"),
         "gpus": gpus, "gpus_clean": sum(1 for gpu in gpus if gpu["clean"]),

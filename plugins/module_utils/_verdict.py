@@ -70,3 +70,16 @@ HOLDER = "holder"
 UNKILLABLE = "unkillable"
 ORPHAN = "orphan"
 UNATTRIBUTED = "unattributed"
+# What a reset's outcome adds to the facts' reasons (_outcome): what the stop, the leftovers check and the guarded GPU
+# reset left, and why there is no answer at all.
+SURVIVED = "survived"
+RESPAWNED = "respawned"
+SPARED = "spared"
+PORT_TAKEN = "port_taken"
+GPU_RESET_REFUSED = "gpu_reset_refused"
+HOST_UNREACHABLE = "unreachable"
+BAD_INPUT = "bad_input"
+NOT_RUN = "not_run"
+NO_ANSWER = "no_answer"
+# A record made elsewhere (not by this collection) whose reasons came without codes.
+UNSPECIFIED = "unspecified"

@@ -170,10 +170,9 @@ last_stop_interrupted:
     not_signalled: [4207, 4208]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _host_reset, _interrupt, _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._module import new_module
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 
 
@@ -200,7 +199,7 @@ def _request(params: dict, check_mode: bool) -> _host_reset.Request:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = new_module(argument_spec(), supports_check_mode=True)
     try:
         check_host()
         request = _request(module.params, module.check_mode)

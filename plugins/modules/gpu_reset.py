@@ -100,6 +100,14 @@ reasons:
   returned: always, but between the attempts of until mode
   type: list
   elements: str
+reason_codes:
+  description:
+    - For each of RV(reasons), in the same order, its C(code) (such as V(gpu_held), V(survived), V(port_taken),
+      V(unreachable)) and C(lasting) (whether waiting cannot cure it); the collection's docs/reports.md lists the codes.
+  returned: always, but between the attempts of until mode
+  type: list
+  elements: dict
+  sample: [{code: gpu_held, lasting: false}]
 steps:
   description:
     - What each step returned, shaped like that module's registered result - C(before) and C(after)

@@ -64,10 +64,9 @@ path:
   sample: /var/lib/prometheus/node-exporter/gpuops_hygiene_gpu-b01.prom
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _metrics, _textfile
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._module import new_module
 
 
 def argument_spec() -> dict:
@@ -79,7 +78,7 @@ def argument_spec() -> dict:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = new_module(argument_spec(), supports_check_mode=True)
     params = module.params
     name = params["name"] or _textfile.file_name(str(params["result"].get("host") or "unknown"))
     path = f"{params['textfile_dir'].rstrip('/')}/{name}"

@@ -284,10 +284,9 @@ last_stop_interrupted:
     not_signalled: [4207, 4208]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._module import new_module
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._kill import run
 
@@ -297,7 +296,7 @@ def argument_spec() -> dict:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = new_module(argument_spec(), supports_check_mode=True)
     try:
         check_host()
         request = _options.stop_request(module.params, "inference_server_kill", module.check_mode)

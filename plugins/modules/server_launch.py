@@ -118,10 +118,9 @@ check_mode:
   type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _launch, _options
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._module import new_module
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 
 
@@ -136,7 +135,7 @@ def _request(params: dict, check_mode: bool) -> _launch.Request:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = new_module(argument_spec(), supports_check_mode=True)
     try:
         check_host()
         result = _launch.launch(_request(module.params, module.check_mode))

@@ -130,10 +130,9 @@ truncated:
   sample: [shm, shm_removed]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.hygiene.plugins.module_utils._module import new_module
 from ansible_collections.gpuops.hygiene.plugins.module_utils._platform import check_host
 from ansible_collections.gpuops.hygiene.plugins.module_utils._leftovers import check
 
@@ -143,7 +142,7 @@ def argument_spec() -> dict:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = new_module(argument_spec(), supports_check_mode=True)
     try:
         check_host()
         request = _options.leftovers_request(module.params, "server_leftovers", module.check_mode)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import typing as t
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _outcome
-from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import UNREACHABLE
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import HOST_UNREACHABLE, UNREACHABLE, Reason
 
 Registered = t.Optional[t.Mapping[str, t.Any]]
 
@@ -49,7 +49,7 @@ def reset_result(before: Registered, host: str, kill: Registered = None, after: 
         leftovers, gpu_reset = leftovers or steps.get("leftovers"), gpu_reset or steps.get("gpu_reset")
         check_mode = check_mode or bool(steps.get("check_mode"))
     if before is not None and before.get("unreachable"):
-        return _outcome.placeholder(host, UNREACHABLE, before.get("msg", ""), check_mode, verify_only)
+        return _outcome.placeholder(host, UNREACHABLE, Reason(before.get("msg", ""), HOST_UNREACHABLE), check_mode, verify_only)
     return _outcome.reset_outcome(host, _outcome.Steps(
         before=_gpu_memory(before), after=_gpu_memory(after), kill=_ran(kill), leftovers=_ran(leftovers),
         gpu_resets=_gpu_resets(gpu_reset), polls=polls if polls is not None else (after or {}).get("attempts") or None,

@@ -15,18 +15,21 @@ from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils._brief import brief, spelled_out
 from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import placeholder
-from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import BUSY, CLEAN, UNKNOWN, UNREACHABLE, VERDICTS, rank
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import (
+    BUSY, CLEAN, NO_ANSWER, UNKNOWN, UNREACHABLE, UNSPECIFIED, VERDICTS, Reason, rank)
 
 
 # The keys of a host's outcome (_outcome.reset_outcome, _outcome.placeholder); the role's record (gpu_reset_result)
 # carries the steps' results and Ansible's own fields besides, which no report shows.
-OUTCOME_KEYS = tuple(placeholder("", UNKNOWN, "")) + ("metrics_error",)
+OUTCOME_KEYS = tuple(placeholder("", UNKNOWN, None)) + ("metrics_error",)
 
 
 def _completed(host: str, result: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     """The outcome part of a record, every field a report reads present; a partial one gets the rest."""
     reasons = list(result.get("reasons") or [])
-    empty = placeholder(host, result.get("verdict", UNKNOWN), "; ".join(reasons))
+    empty = placeholder(host, result.get("verdict", UNKNOWN), Reason("; ".join(reasons), UNSPECIFIED))
+    # A record made elsewhere may give reasons without their codes: each is said to have none.
+    empty["reason_codes"] = [Reason(reason, UNSPECIFIED).as_code() for reason in reasons]
     return {key: value for key, value in {**empty, **result}.items() if key in OUTCOME_KEYS}
 
 
@@ -41,9 +44,11 @@ def registered(hostvars: t.Mapping[str, t.Any], host: str, name: str) -> t.Any:
         return None
     raw_get = getattr(hostvars, "raw_get", None)
     if raw_get is not None:
-        value = raw_get(host).get(name)
-        if isinstance(value, dict):
-            return value
+        raw = raw_get(host)
+        if name not in raw:  # the templated variables are the same ones: no need to build them to find it missing
+            return None
+        if isinstance(raw[name], dict):
+            return raw[name]
     return hostvars[host].get(name)
 
 
@@ -60,7 +65,7 @@ def outcomes(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> list[di
         if not result or "verdict" not in result:
             why = "no result: the play failed or ended on this host before its verdict" if not result \
                 else "no verdict: the run ended while the reset was still waiting"
-            result = placeholder(host, UNKNOWN, why)
+            result = placeholder(host, UNKNOWN, Reason(why, NO_ANSWER))
         found.append(_completed(host, result))
     return found
 

@@ -18,7 +18,7 @@ import signal
 import time
 import typing as t
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import UNKNOWN
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import NO_ANSWER, UNKNOWN, Reason
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils._role import Settings
 
 FQCN = "gpuops.hygiene."
@@ -118,7 +118,7 @@ def _outcome_of(settings: Settings, steps: dict[str, t.Any], check_mode: bool, p
                                     check_mode=check_mode, verify_only=settings.read_only, polls=polls)
 
 
-def placeholder(host: str, verdict: str, why: str, check_mode: bool, read_only: bool = False) -> dict[str, t.Any]:
+def placeholder(host: str, verdict: str, why: Reason, check_mode: bool, read_only: bool = False) -> dict[str, t.Any]:
     """The outcome of an ending without a module result: refused input, an unreachable host, tags that left it out."""
     from ansible_collections.gpuops.hygiene.plugins.module_utils import _outcome  # see _outcome_of
 
@@ -155,7 +155,8 @@ def one_run(settings: Settings, execute: Execute, check_mode: bool) -> dict[str,
     why = _failure(result)
     outcome = (result.get("ansible_facts") or {}).get("gpu_reset_result")
     if why is not None or not isinstance(outcome, dict):
-        return {**placeholder(settings.host, UNKNOWN, why or "gpu_host_reset returned no outcome", check_mode, settings.read_only), "steps": {}}
+        why = why or "gpu_host_reset returned no outcome"
+        return {**placeholder(settings.host, UNKNOWN, Reason(why, NO_ANSWER), check_mode, settings.read_only), "steps": {}}
     outcome = dict(outcome)
     outcome["steps"] = {name: result.get(name, dict(_SKIPPED)) for name in STEP_NAMES}
     outcome["settled_because"] = result.get("settled_because")
@@ -240,13 +241,13 @@ def _first_attempt(settings: Settings, execute: Execute, check_mode: bool,
     steps["before"] = _run(execute, "gpu_memory_facts", _step_args("gpu_memory_facts", settings.module_args))
     why = _failure(steps["before"])
     if why is not None:
-        return {**placeholder(settings.host, UNKNOWN, why, check_mode, settings.read_only), "steps": steps}
+        return {**placeholder(settings.host, UNKNOWN, Reason(why, NO_ANSWER), check_mode, settings.read_only), "steps": steps}
     if settings.read_only:
         return _finish(settings, execute, steps, check_mode, None)
     steps["kill"] = _run(execute, "inference_server_kill", _step_args("inference_server_kill", settings.module_args))
     why = _failure(steps["kill"])
     if why is not None:
-        return {**placeholder(settings.host, UNKNOWN, why, check_mode, settings.read_only), "steps": steps}
+        return {**placeholder(settings.host, UNKNOWN, Reason(why, NO_ANSWER), check_mode, settings.read_only), "steps": steps}
     if steps["kill"].get("check_mode") or last_attempt(1):
         return _finish(settings, execute, steps, check_mode, None)
     deadline = time.time() + float(settings.module_args.get("wait_for") or 0)

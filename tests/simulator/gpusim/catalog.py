@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import re
-from dataclasses import dataclass
 
 from gpusim.paths import CAPTURES
 
 _QUOTED = re.compile(r'"([^"]+)"')
 
 
-@dataclass(frozen=True)
-class Catalog:
-    fields: tuple[str, ...]           # canonical names, in the capture's order
-    units: dict[str, str]             # canonical name -> unit printed in headers and values
-    aliases: dict[str, str]           # any accepted name -> canonical name
-    idle: dict[str, str]              # canonical name -> value of an idle GPU
-    load: dict[str, str]              # canonical name -> value of a loaded GPU
+# fields: canonical names, in the capture's order; units: canonical name -> unit printed in headers and values;
+# aliases: any accepted name -> canonical name; idle / load: canonical name -> value of an idle / a loaded GPU.
+# A plain named tuple, not a dataclass: every fake nvidia-smi call imports this, and dataclasses pulls in
+# inspect and ast (about a third of the fake tool's start-up).
+class Catalog(collections.namedtuple("Catalog", "fields units aliases idle load")):
+    __slots__ = ()
 
     def canonical(self, name: str) -> str | None:
         return self.aliases.get(name)

@@ -6,27 +6,18 @@ profile says otherwise in `estimated`.
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
+import collections
 
 # PCI bus numbers of the eight GPUs of a typical HGX / 8-way PCIe server, in nvidia-smi order.
 EIGHT_WAY_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 
 
-@dataclass(frozen=True)
-class Profile:
-    key: str
-    product_name: str
-    memory_total_mib: int
-    memory_reserved_mib: int
-    idle_used_mib: int
-    driver_version: str
-    capture: str                      # captures/<folder> giving the field catalog and baseline values
-    mig: bool = False
-    mig_devices: tuple[str, ...] = ()
-    default_gpu_count: int = 8
-    estimated: tuple[str, ...] = field(default_factory=tuple)
-    cuda_version: str = "13.1"        # the "CUDA Version" line of nvidia-smi --version
+# capture: captures/<folder> giving the field catalog and baseline values; cuda_version: the "CUDA Version" line of
+# nvidia-smi --version. A named tuple, not a dataclass: the fake nvidia-smi imports this on every call.
+Profile = collections.namedtuple(
+    "Profile", "key product_name memory_total_mib memory_reserved_mib idle_used_mib driver_version capture mig "
+    "mig_devices default_gpu_count estimated cuda_version",
+    defaults=(False, (), 8, (), "13.1"))
 
 
 PROFILES = {
@@ -57,6 +48,7 @@ PROFILES = {
 
 def gpu_identities(host: str, count: int) -> list[dict[str, object]]:
     """Stable UUIDs, serials and PCI addresses for the GPUs of one simulated host."""
+    import uuid  # pylint: disable=import-outside-toplevel  # only when a host is made, not in every fake tool call
     gpus = []
     for index in range(count):
         bus = EIGHT_WAY_BUSES[index] if index < len(EIGHT_WAY_BUSES) else f"{0x20 + index:02X}"

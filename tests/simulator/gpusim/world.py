@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import dataclass
 
 from gpusim import paths
 from gpusim.profiles import PROFILES, Profile
@@ -43,14 +42,17 @@ def _load_json(path: str, default: dict) -> dict:
         return default
 
 
-@dataclass
 class World:
-    profile: Profile
-    gpus: list[dict]            # identity of every GPU the driver knows: index, minor, uuid, serial, bus_id
-    faults: dict
-    processes: list[dict]       # live holders: gpu, pid, mib, name
-    used_mib: dict[int, int]    # gpu index -> memory in use
-    persistence_mode: str = "Enabled"
+    """What the driver knows now. A plain class: the fake nvidia-smi builds one per call (no dataclasses import)."""
+
+    def __init__(self, profile: Profile, gpus: list[dict], faults: dict, processes: list[dict],
+                 used_mib: dict[int, int], persistence_mode: str = "Enabled") -> None:
+        self.profile = profile
+        self.gpus = gpus              # identity of every GPU the driver knows: index, minor, uuid, serial, bus_id
+        self.faults = faults
+        self.processes = processes    # live holders: gpu, pid, mib, name
+        self.used_mib = used_mib      # gpu index -> memory in use
+        self.persistence_mode = persistence_mode
 
     def fault(self, name: str, default=None):
         return self.faults.get(name, default)

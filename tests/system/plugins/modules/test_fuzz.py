@@ -14,6 +14,7 @@ A refusal raises Tripwire, a BaseException that no module code can swallow.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import math
@@ -33,9 +34,12 @@ from hypothesis import strategies as st
 from gpusim.profiles import gpu_identities
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _kill, _presets
-from ansible_collections.gpuops.hygiene.plugins.modules import gpu_memory_facts, inference_server_kill, server_leftovers
+from ansible_collections.gpuops.hygiene.plugins.modules import (
+    gpu_host_reset, gpu_memory_facts, inference_server_kill, server_leftovers, server_ready)
 
 VALID, INVALID, UNSURE = "valid", "invalid", "unsure"
+MODULE_NAMES = sorted(name[:-3] for name in os.listdir(os.path.join(os.path.dirname(_kill.__file__), "..", "modules"))
+                      if name.endswith(".py") and not name.startswith("_"))
 NOWHERE = "/nonexistent-gpuops-fuzz"  # every fuzzed nvidia_smi_path lives under this directory, which does not exist
 CANARY = f"/tmp/gpuops-fuzz-canary-{uuid.uuid4().hex}"
 FUZZ = settings(max_examples=60, deadline=None, database=None, derandomize=True,
@@ -326,20 +330,41 @@ def test_catastrophic_pattern_on_many_command_lines_is_cut_off_at_the_matcher_de
     assert all(_parent_of(pid) != os.getpid() for _how, pid, _sig in guard.own_children)
 
 
-HUGE_INT_BUG = ("ansible-core's check_type_float lets OverflowError escape for an integer too large for a float "
-                "(float(10**400)); the modules take grace_period/timeout/wait_for as type=float, so main() raises")
+# Every float option of every module, by its name and by its alias: ansible-core's own float check lets OverflowError
+# escape for an integer no float holds (float(10**400)); the modules fail in one line naming the option instead.
+_FLOAT_CASES = [
+    (module, base, name)
+    for module, base in ((gpu_host_reset, {"servers": ["sglang"], "nvidia_smi_path": NOWHERE + "/nvidia-smi",
+                                           "_ansible_check_mode": True}),
+                         (gpu_memory_facts, {"nvidia_smi_path": NOWHERE + "/nvidia-smi"}),
+                         (inference_server_kill, {"servers": ["sglang"], "_ansible_check_mode": True}),
+                         (server_ready, {"port": 1}))
+    for option, spec in module.argument_spec().items() if spec.get("type") == "float"
+    for name in (option, *spec.get("aliases", ()))
+]
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=HUGE_INT_BUG)
-@pytest.mark.parametrize("main, args", [
-    (inference_server_kill.main, {"servers": ["sglang"], "grace_period": 10 ** 400, "_ansible_check_mode": True}),
-    (gpu_memory_facts.main, {"timeout": 10 ** 400, "nvidia_smi_path": NOWHERE + "/nvidia-smi"}),
-], ids=["kill_grace_period", "facts_timeout"])
-def test_an_integer_too_large_for_a_float_fails_clearly(main, args):
+@pytest.mark.parametrize("module, base, name", _FLOAT_CASES,
+                         ids=[f"{module.__name__.rsplit('.', 1)[1]}-{name}" for module, _base, name in _FLOAT_CASES])
+def test_an_integer_too_large_for_a_float_fails_clearly(module, base, name):
     guard = Guard()
-    result = call(main, args, guard)
+    result = call(module.main, {**base, name: 10 ** 400}, guard)
     assert_clear_failure(result)
+    option = next(option for option, spec in module.argument_spec().items()
+                  if name == option or name in spec.get("aliases", ()))
+    assert result["msg"].startswith(f"{option} must be a number of at most 1.798e+308, not an integer of 1329 bits"), \
+        result["msg"]
     assert guard.refused == [] and guard.spawned == []
+
+
+def test_every_module_with_a_float_option_is_covered():
+    """The cases above are every module whose argument spec has a float option (a new one must be added there)."""
+    assert "gpu_memory_facts" in MODULE_NAMES
+    modules = {name: importlib.import_module(f"ansible_collections.gpuops.hygiene.plugins.modules.{name}")
+               for name in MODULE_NAMES}
+    with_floats = {name for name, module in modules.items() if hasattr(module, "argument_spec")  # not the actions' docs
+                   and any(spec.get("type") == "float" for spec in module.argument_spec().values())}
+    assert with_floats == {module.__name__.rsplit(".", 1)[1] for module, _base, _name in _FLOAT_CASES}
 
 
 @pytest.mark.parametrize("main, args", [

@@ -6,10 +6,14 @@ import pytest
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _outcome
 from ansible_collections.gpuops.hygiene.plugins.module_utils._outcome import Steps, reset_outcome
+from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import Reason
 
 
-def facts(verdict="clean", used=0, reasons=(), at="2026-11-29T20:00:00.000+00:00", holders=(), gpus=8, **extra):
-    data = {"verdict": verdict, "reasons": list(reasons), "holders": list(holders), "scope": {"container": None},
+def facts(verdict="clean", used=0, reasons=(), at="2026-11-29T20:00:00.000+00:00", holders=(), gpus=8, code="gpu_held",
+          **extra):
+    # As gpu_memory_facts returns them: each reason with its code, in the same order.
+    data = {"verdict": verdict, "reasons": list(reasons), "reason_codes": [{"code": code, "lasting": False}] * len(reasons),
+            "holders": list(holders), "scope": {"container": None},
             "expected_gpu_count": gpus, "idle_threshold_mib": 100, "collected_at": at, "elapsed_s": 0.5,
             "driver_version": "590.48.01",
             "gpus": [{"index": index, "name": "NVIDIA H200", "uuid": f"GPU-{index}", "memory_total_mib": 143771,
@@ -56,6 +60,13 @@ def test_survivors_respawns_and_taken_ports_make_a_clean_read_busy_but_never_hid
                                        leftovers=taken))
     assert unknown["verdict"] == "unknown" and unknown["seconds_to_clean"] is None
     assert unknown["message"].startswith("h: UNKNOWN: nvidia-smi hung; pid 8 (y) survived: unkillable")
+    # Each reason keeps its code, the facts' first and in their order; what the stop and the ports left cannot be
+    # waited away.
+    coded = reset_outcome("h", Steps(before=BUSY, after=facts("unknown", reasons=["nvidia-smi hung"], code="read_failed"),
+                                     kill={**survivor, **respawned}, leftovers=taken))
+    assert coded["reason_codes"] == [{"code": "read_failed", "lasting": False}, {"code": "survived", "lasting": True},
+                                     {"code": "respawned", "lasting": True}, {"code": "port_taken", "lasting": True}]
+    assert len(coded["reason_codes"]) == len(coded["reasons"])
 
 
 def test_a_spared_gpu_holder_is_named_and_a_refused_gpu_reset_is_a_reason():
@@ -68,6 +79,7 @@ def test_a_spared_gpu_holder_is_named_and_a_refused_gpu_reset_is_a_reason():
     released = reset_outcome("h", Steps(before=BUSY, after=facts(), kill=spared))
     assert not any("spared" in reason for reason in released["reasons"])
     assert result["reasons"][-1] == "nvidia-smi --gpu-reset -i 3 refused: In use by another client"
+    assert [code["code"] for code in result["reason_codes"]] == ["gpu_held", "spared", "gpu_reset_refused"]
 
 
 def test_check_mode_judges_the_first_read_and_lists_what_would_stop():
@@ -90,11 +102,15 @@ def test_a_container_scope_is_named_and_a_verify_only_run_has_no_time_to_clean()
 
 
 def test_placeholders_claim_nothing_and_have_every_field_of_an_outcome():
-    result = _outcome.placeholder("gpu-9", "unreachable", "ssh: No route to host")
+    result = _outcome.placeholder("gpu-9", "unreachable", Reason("ssh: No route to host", "unreachable"))
     assert result["verdict"] == "unreachable" and result["message"] == "gpu-9: unreachable: ssh: No route to host"
-    assert _outcome.placeholder("gpu-9", "unreachable", "")["message"] == "gpu-9: unreachable"
-    refused = _outcome.placeholder("gpu-9", "unknown", "gpu_reset_wait_for must be a number, not 'soon'")
+    assert result["reason_codes"] == [{"code": "unreachable", "lasting": False}]
+    assert _outcome.placeholder("gpu-9", "unreachable", None)["message"] == "gpu-9: unreachable"
+    assert _outcome.placeholder("gpu-9", "unreachable", None)["reason_codes"] == []
+    refused = _outcome.placeholder("gpu-9", "unknown", Reason("gpu_reset_wait_for must be a number, not 'soon'",
+                                                              "bad_input", lasting=True))
     assert refused["message"] == "gpu-9: UNKNOWN: gpu_reset_wait_for must be a number, not 'soon'"
+    assert refused["reason_codes"] == [{"code": "bad_input", "lasting": True}]
     assert refused["processes_stopped"] is None and refused["mib_freed"] is None and refused["gpus"] == []
     assert set(refused) == set(reset_outcome("h", Steps(before=facts())))
 

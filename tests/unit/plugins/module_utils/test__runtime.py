@@ -286,7 +286,7 @@ def test_a_runtime_that_starts_the_server_again_is_the_restarter_and_the_host_is
     again = result["respawned"][0]
     assert again["pid"] not in (conmon.pid, server.pid)
     assert again["restarter"].startswith("the container runtime conmon (pid ") and "vllm-server" in again["restarter"]
-    clean = {"verdict": "clean", "reasons": [], "gpus": [], "holders": [], "idle_threshold_mib": 100}
+    clean = {"verdict": "clean", "reasons": [], "reason_codes": [], "gpus": [], "holders": [], "idle_threshold_mib": 100}
     outcome = _outcome.reset_outcome("h", _outcome.Steps(before=clean, after=clean, kill=result))
     assert outcome["verdict"] == "busy"
     assert f"came back after the stop: {again['restarter']} restarts it" in outcome["message"]

@@ -128,6 +128,7 @@ def _facts(holders: int = 0) -> dict:
     """gpu_memory facts of one GPU held by `holders` processes."""
     reasons = [f"pid {pid} holds 10 MiB on GPU 0" for pid in range(holders)]
     return {"verdict": "busy" if holders else "clean", "reasons": reasons,
+            "reason_codes": [{"code": "holder", "lasting": False}] * len(reasons),
             "idle_threshold_mib": 64, "notes": [], "collected_at": None,
             "gpus": [{"index": 0, "name": "H200", "uuid": "GPU-0", "memory_total_mib": 143771,
                       "memory_used_mib": 10 * holders, "clean": not holders, "holder_pids": list(range(holders))}],
@@ -139,9 +140,10 @@ def test_gpu_holders_and_reasons_are_bounded_and_counted_in_the_reports():
     facts = _gpu_facts.bounded(_facts(holders=500))
     assert facts["holders_count"] == facts["reasons_count"] == 500 and len(facts["holders"]) == _sample.SAMPLE_SIZE
     assert facts["gpus"][0]["holder_pids_count"] == 500 and len(facts["gpus"][0]["holder_pids"]) == _sample.SAMPLE_SIZE
-    assert facts["truncated"] == ["holders", "reasons", "gpus[0].holder_pids"]
+    assert facts["truncated"] == ["holders", "reasons", "reason_codes", "gpus[0].holder_pids"]
     outcome = _outcome.reset_outcome("node1", _outcome.Steps(before=facts))
     assert outcome["reasons_count"] == 500 and len(outcome["reasons"]) == _sample.SAMPLE_SIZE
+    assert len(outcome["reason_codes"]) == _sample.SAMPLE_SIZE  # cut with the reasons: the two stay in step
     assert outcome["message"].endswith("; and 480 more reasons")
     assert outcome["fingerprint"]["other_gpu_processes_count"] == 500
     assert "fingerprint.other_gpu_processes" in outcome["truncated"]

@@ -11,7 +11,8 @@ def facts(verdict="clean", used=0, reasons=(), at="2026-11-29T20:00:00.000+00:00
     gpus = [{"index": index, "name": "NVIDIA H200", "uuid": f"GPU-{index}", "pci_bus_id": f"00000000:{index:02X}:00.0",
              "memory_total_mib": 143771, "memory_used_mib": used, "clean": verdict == "clean",
              "persistence_mode": "Enabled", "mig_mode": "Disabled"} for index in range(8)]
-    data = {"verdict": verdict, "reasons": list(reasons), "gpus": gpus, "holders": list(holders), "scope": {"container": None},
+    data = {"verdict": verdict, "reasons": list(reasons), "reason_codes": [{"code": "gpu_held", "lasting": False}] * len(reasons),
+            "gpus": gpus, "holders": list(holders), "scope": {"container": None},
             "expected_gpu_count": 8, "idle_threshold_mib": 100, "collected_at": at, "elapsed_s": elapsed,
             "driver_version": "590.48.01"}
     data.update(extra)

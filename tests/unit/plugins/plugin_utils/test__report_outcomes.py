@@ -20,6 +20,10 @@ def test_a_partial_result_is_completed_with_its_reasons_in_the_message():
     assert FULL_KEYS <= set(found)
     assert found["message"] == "gpu-1: UNKNOWN: unknown preset 'nosuch'"
     assert (found["host"], found["gpus"], found["processes_stopped"], found["mib_freed"]) == ("gpu-1", [], None, None)
+    # Made elsewhere, its reasons came without codes: each is said to have none, the two lists in step.
+    assert found["reason_codes"] == [{"code": "unspecified", "lasting": False}]
+    missing = _report.outcomes({"gpu-1": {}}, ["gpu-1"])[0]
+    assert missing["reason_codes"] == [{"code": "no_answer", "lasting": False}]
 
 
 def test_private_role_variables_are_never_read():

@@ -35,6 +35,8 @@ def test_defaults_give_the_module_its_options_and_the_role_sets_host_and_scope()
     ("gpu_reset_wait_mode", "later", "gpu_reset_wait_mode must be one of module, until, not 'later'"),
     ("gpu_reset_fail_when_dirty", "perhaps", "gpu_reset_fail_when_dirty must be true or false, not 'perhaps'"),
     ("gpu_reset_wait_timeout", [1], "gpu_reset_wait_timeout must be a number, not [1]"),
+    # float() of it raises OverflowError, which ansible-core's own check lets escape
+    ("gpu_reset_grace_period", 10 ** 400, "gpu_reset_grace_period must be a number, not an integer too large for one"),
 ])
 def test_a_wrong_type_is_one_line_naming_the_variable(variable, value, message):
     with pytest.raises(_role.RoleError) as error:
