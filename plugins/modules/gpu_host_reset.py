@@ -36,6 +36,7 @@ attributes:
         those that would be), and the matching C(/dev/shm) entries present and left. With O(verify_only) only the
         second.
 extends_documentation_fragment:
+  - gpuops.hygiene.bytecode
   - gpuops.hygiene.gpu_read.reset_timeout
   - gpuops.hygiene.gpu_read
   - gpuops.hygiene.gpu_wait
@@ -169,6 +170,10 @@ last_stop_interrupted:
     signalled: [{pid: 4200, signals: [SIGTERM]}]
     not_signalled: [4207, 4208]
 """
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bytecode
+
+_bytecode.install()  # first: the imports below then compile once per host, not once per run
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _host_reset, _interrupt, _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError

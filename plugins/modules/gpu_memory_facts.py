@@ -36,6 +36,7 @@ attributes:
     support: full
     description: Sets RV(ansible_facts.gpu_memory).
 extends_documentation_fragment:
+  - gpuops.hygiene.bytecode
   - gpuops.hygiene.gpu_read.timeout
   - gpuops.hygiene.gpu_read
   - gpuops.hygiene.gpu_wait
@@ -314,6 +315,10 @@ ansible_facts:
           returned: always
           sample: leak
 """
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bytecode
+
+_bytecode.install()  # first: the imports below then compile once per host, not once per run
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError

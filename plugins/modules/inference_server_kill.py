@@ -54,6 +54,7 @@ attributes:
       - Before - the processes the selection found (targets with their rule, and those left alone with the reason);
         after - those still running afterwards, or in check mode those that would be.
 extends_documentation_fragment:
+  - gpuops.hygiene.bytecode
   - gpuops.hygiene.process_selection.timeout
   - gpuops.hygiene.process_selection
   - gpuops.hygiene.scope
@@ -283,6 +284,10 @@ last_stop_interrupted:
     signalled: [{pid: 4200, signals: [SIGTERM]}]
     not_signalled: [4207, 4208]
 """
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bytecode
+
+_bytecode.install()  # first: the imports below then compile once per host, not once per run
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError

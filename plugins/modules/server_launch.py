@@ -33,6 +33,7 @@ attributes:
     support: none
     description: Nothing to compare, it starts a process.
 extends_documentation_fragment:
+  - gpuops.hygiene.bytecode
   - gpuops.hygiene.server_log
   - gpuops.hygiene.scope
 options:
@@ -117,6 +118,10 @@ check_mode:
   returned: always
   type: bool
 """
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bytecode
+
+_bytecode.install()  # first: the imports below then compile once per host, not once per run
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _launch, _options
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError

@@ -27,6 +27,7 @@ attributes:
       - Before - the matching C(/dev/shm) entries present; after - those left afterwards (or in check mode, those that
         would be), each kept one with the reason.
 extends_documentation_fragment:
+  - gpuops.hygiene.bytecode
   - gpuops.hygiene.leftovers
   - gpuops.hygiene.scope
   - gpuops.hygiene.scope.servers
@@ -129,6 +130,10 @@ truncated:
   elements: str
   sample: [shm, shm_removed]
 """
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bytecode
+
+_bytecode.install()  # first: the imports below then compile once per host, not once per run
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _plan
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError

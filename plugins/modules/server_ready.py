@@ -39,6 +39,7 @@ attributes:
     support: none
     description: Nothing to compare, it only reads.
 extends_documentation_fragment:
+  - gpuops.hygiene.bytecode
   - gpuops.hygiene.server_log
   - gpuops.hygiene.scope
   - gpuops.hygiene.scope.servers
@@ -234,6 +235,10 @@ ansible_facts:
       returned: always
       type: dict
 """
+
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _bytecode
+
+_bytecode.install()  # first: the imports below then compile once per host, not once per run
 
 from ansible_collections.gpuops.hygiene.plugins.module_utils import _options, _ready
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
