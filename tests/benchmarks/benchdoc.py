@@ -385,6 +385,14 @@ def _run_note(results: dict) -> str:
             + "".join(f" Not run: {skip['size']} hosts ({skip['why']})." for skip in results.get("skipped") or []))
 
 
+def _warm_up_text(results: dict) -> str:
+    """What each fleet's cold warm-up run took, as a clause; empty for results made before the warm-up existed."""
+    runs = [(fleet["size"], fleet.get("setup", {}).get("warm_up")) for fleet in results["fleets"]]
+    parts = [f"{size} host(s): {warm['wall_s']:.2f} s, {warm['host_cpu_s_per_host']:.3f} host CPU-s per host"
+             for size, warm in runs if warm]
+    return f" (this run: {'; '.join(parts)})" if parts else ""
+
+
 def render(results: dict, summary: dict, results_path: str, plot_name: str,  # pylint: disable=too-many-locals,too-many-statements
            baselines: list[dict] | None = None) -> str:
     meta = results["meta"]
@@ -492,6 +500,10 @@ def render(results: dict, summary: dict, results_path: str, plot_name: str,  # p
   knobs={{"term_delay_s": {meta['term_delay_s']}}})`: the parent `python3 -m sglang.launch_server`, 8 `sglang::scheduler_TPn`
   workers holding 95944 MiB each, `sglang::detokenizer` and multiprocessing's resource tracker. Every process exits
   {meta['term_delay_s']} s after SIGTERM; the driver frees a worker's memory {meta['release_lag_s']} s after it exits.
+- **Warm hosts.** Once the hosts are up, before any timed run, `tests/benchmarks/playbooks/warm_up.yml` runs
+  `gpu_host_reset` with `verify_only` on each (stopping nothing): the hosts are then as on any run after the first of
+  their boot, the modules' compiled module_utils in `/run/gpuops-hygiene/bytecode`. That first, cold run's wall time
+  and host CPU per host are in the results file, `fleets[].setup.warm_up`{_warm_up_text(results)}.
 - **Variants, same hosts, same run, interleaved** (each repetition runs reset, manual, floor, and at 8 and 32 hosts the
   reset with `strategy: free`; the benchmark waits for the hosts to settle and removes NCCL shm leftovers between runs):
   - **reset**: `ansible-playbook gpuops.hygiene.reset_gpus -i INVENTORY -f N -l all`, the collection's playbook unchanged, from
