@@ -387,9 +387,9 @@ def _run_note(results: dict) -> str:
 
 def _warm_up_text(results: dict) -> str:
     """What each fleet's cold warm-up run took, as a clause; empty for results made before the warm-up existed."""
-    runs = [(fleet["size"], fleet.get("setup", {}).get("warm_up")) for fleet in results["fleets"]]
-    parts = [f"{size} host(s): {warm['wall_s']:.2f} s, {warm['host_cpu_s_per_host']:.3f} host CPU-s per host"
-             for size, warm in runs if warm]
+    parts = [f"{fleet['size']} host(s) for the {fleet['runs'][0]['transport'] if fleet['runs'] else ''} runs: "
+             f"{warm['wall_s']:.2f} s, {warm['host_cpu_s_per_host']:.3f} host CPU-s per host"
+             for fleet in results["fleets"] if (warm := fleet.get("setup", {}).get("warm_up"))]
     return f" (this run: {'; '.join(parts)})" if parts else ""
 
 
