@@ -41,6 +41,10 @@ MIN_GPU_READ_S = 1.0
 CPU_PROGRESS_S = 1.0
 # A failure in a log counts for a server never seen running only if it was written this shortly before the wait.
 RECENT_LOG_S = 120.0
+# server_launch's launcher writes a server's exit line once it has reaped it, a moment after the server is seen gone:
+# a wait that ends because the server exited reads its log again this long at most for that line.
+EXIT_LINE_WAIT_S = 1.0
+EXIT_LINE_POLL_S = 0.05
 # Port forwarders that hold a host port for a server in another network namespace.
 FORWARDERS = frozenset({"docker-proxy", "rootlessport", "rootlessport-child", "slirp4netns", "pasta", "pasta.avx2"})
 _PORT_OPTION = re.compile(r"^--(?:port|http-port)(?:=(\d+))?$")
@@ -402,10 +406,18 @@ def wait(request: Request) -> dict[str, t.Any]:
     return _result(request, scope, watch, look, judged, started)
 
 
-def _log_at_end(request: Request, scope: Scope, started: float) -> _ready_log.Tail:
+def _log_at_end(request: Request, scope: Scope, started: float, settled: str) -> _ready_log.Tail:
+    """The end of the log; after a server's exit, once its launcher's exit line is there (bounded)."""
     if request.log_path is None:
         return _ready_log.Tail([])
-    return _ready_log.read_tail(request.log_path, scope.root, started + request.ready_timeout - time.monotonic())
+    deadline = started + request.ready_timeout
+    tail = _ready_log.read_tail(request.log_path, scope.root, deadline - time.monotonic())
+    waited_until = min(time.monotonic() + EXIT_LINE_WAIT_S, deadline)
+    while (settled == EXITED and _ready_log.exit_status(tail.lines) is None and time.monotonic() < waited_until
+           and any(line.startswith(_launch.EXIT_PREFIX) for line in tail.lines)):
+        time.sleep(EXIT_LINE_POLL_S)
+        tail = _ready_log.read_tail(request.log_path, scope.root, deadline - time.monotonic())
+    return tail
 
 
 def _died_unseen(tail: _ready_log.Tail, watch: Watch, container: str | None) -> tuple[str, str, list[str]] | None:
@@ -430,7 +442,7 @@ def _ending(ended: dict[str, t.Any] | None) -> str:
 def _result(request: Request, scope: Scope, watch: Watch, look: Look, judged: tuple[str, str, list[str]],
             started: float) -> dict[str, t.Any]:
     verdict, settled, reasons = judged
-    tail = _log_at_end(request, scope, started)
+    tail = _log_at_end(request, scope, started, settled)
     lines, log_error = tail.lines, tail.error
     ended = _ready_log.exit_status(lines) if settled == EXITED else None
     cause = _ready_log.cause(lines) if verdict != READY else None

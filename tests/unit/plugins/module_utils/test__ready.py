@@ -12,7 +12,7 @@ import time
 import pytest
 from gpusim.profiles import gpu_identities
 
-from ansible_collections.gpuops.hygiene.plugins.module_utils import _launch, _procfs, _ready
+from ansible_collections.gpuops.hygiene.plugins.module_utils import _launch, _procfs, _ready, _ready_log
 from ansible_collections.gpuops.hygiene.plugins.module_utils._errors import GpuOpsError
 from ansible_collections.gpuops.hygiene.plugins.module_utils._snapshot import Holder
 
@@ -267,3 +267,44 @@ def test_orphaned_workers_are_no_successor_of_a_server_that_exited(world):
     assert result["settled_because"] == "exited" and result["seconds"] < 15  # not the 30 s stall window
     assert result["reasons"][0].startswith(f"the server exited: pid {parent.pid} (llama-server -c")
     assert result["reasons"][0].endswith(f"(processes of the selected engines still running: pids {worker})")
+
+
+LAUNCHED = "gpuops.hygiene.server_launch: pid 4242 started\nloading weights\n"
+EXITED_LINE = "gpuops.hygiene.server_launch: pid 4242 exited with code 1 at 2026-12-02T10:00:00.000Z\n"
+
+
+def log_at_end(path, settled=_ready.EXITED, ready_timeout=30.0):
+    request = _ready.Request(port=1, log_path=str(path), ready_timeout=ready_timeout)
+    started = time.monotonic()
+    tail = _ready._log_at_end(request, _ready.Scope(request), time.monotonic(), settled)
+    return tail, time.monotonic() - started
+
+
+def test_the_launchers_exit_line_written_after_the_server_is_seen_gone_is_waited_for(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(LAUNCHED)
+    # Another process appends it, as the launcher does (a thread here would make the bounded reads' fork unsafe).
+    with subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(0.3); open(sys.argv[1], 'a').write(sys.argv[2])",
+                           str(log), EXITED_LINE]) as writer:
+        tail, took = log_at_end(log)
+    assert writer.returncode == 0
+    assert _ready_log.exit_status(tail.lines) == {"pid": 4242, "code": 1, "signal": None, "at": "2026-12-02T10:00:00.000Z"}
+    assert 0.25 < took < _ready.EXIT_LINE_WAIT_S
+
+
+def test_an_exit_line_that_never_comes_is_waited_for_a_bounded_moment(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(LAUNCHED)
+    tail, took = log_at_end(log)
+    assert _ready_log.exit_status(tail.lines) is None and tail.lines[-1] == "loading weights"
+    assert _ready.EXIT_LINE_WAIT_S <= took < _ready.EXIT_LINE_WAIT_S + 1.0
+    _tail, took = log_at_end(log, ready_timeout=0.2)  # never past the wait's own deadline
+    assert took < 0.5
+
+
+@pytest.mark.parametrize("settled", [_ready.EXITED, _ready.TIMEOUT])
+def test_no_exit_line_is_waited_for_without_a_launcher_or_a_death(tmp_path, settled):
+    log = tmp_path / "server.log"
+    log.write_text(LAUNCHED if settled != _ready.EXITED else "a log some other launcher wrote\n")
+    _tail, took = log_at_end(log, settled)
+    assert took < 0.5
