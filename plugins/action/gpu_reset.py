@@ -15,6 +15,10 @@ from ansible_collections.gpuops.hygiene.plugins.module_utils._verdict import (
     BAD_INPUT, HOST_UNREACHABLE, NO_ANSWER, NOT_RUN, UNKNOWN, UNREACHABLE, Reason)
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _role, _role_run
 
+# Read at import: the strategy loads this plugin in the main process before it forks a worker per host, so every
+# worker starts with the role's table instead of parsing meta/argument_specs.yml again.
+_role.options()
+
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False

@@ -18,8 +18,8 @@ source is compiled as Python would have done: the cache can only save time.
 
 from __future__ import annotations
 
+import _imp
 import hashlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import marshal
@@ -29,6 +29,9 @@ import sys
 import types
 import typing as t
 import zipimport
+
+if t.TYPE_CHECKING:
+    from importlib.abc import Loader
 
 PACKAGE = __name__.rpartition(".")[0]
 CACHE_DIR = "/run/gpuops-hygiene/bytecode"
@@ -103,15 +106,9 @@ def _write_entry(path: str, code: types.CodeType) -> None:
             pass
 
 
-def _with_filename(code: types.CodeType, filename: str) -> types.CodeType:
-    """The code as if compiled from `filename` (this run's zip has another path than the run that compiled it)."""
-    consts = tuple(_with_filename(const, filename) if isinstance(const, types.CodeType) else const
-                   for const in code.co_consts)
-    return code.replace(co_filename=filename, co_consts=consts)
-
-
-class _CachedLoader(importlib.abc.InspectLoader):
-    """Loads one module of this package from the zip's source through the cache."""
+class _CachedLoader:
+    """Loads one module of this package from the zip's source through the cache (a loader as importlib.abc's
+    InspectLoader describes it; that module is not imported, it costs a run more than it saves)."""
 
     def __init__(self, zip_loader: t.Any, filename: str, directory: str) -> None:
         self._zip_loader = zip_loader
@@ -124,6 +121,15 @@ class _CachedLoader(importlib.abc.InspectLoader):
     def is_package(self, fullname: str) -> bool:
         return bool(self._zip_loader.is_package(fullname))
 
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # the default module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        code = self.get_code(module.__name__)
+        if code is None:
+            raise ImportError(f"no code for {module.__name__}", name=module.__name__)
+        exec(code, module.__dict__)  # pylint: disable=exec-used  # what importlib does with a module's code
+
     def get_code(self, fullname: str) -> types.CodeType | None:
         source = self.get_source(fullname)
         if source is None:
@@ -132,13 +138,17 @@ class _CachedLoader(importlib.abc.InspectLoader):
         path = os.path.join(self._directory, _entry_name(fullname, encoded))
         cached = _read_entry(path)
         if cached is not None:
-            return _with_filename(cached, self._filename)
+            # Named after this run's zip, as importlib does with a .pyc compiled from another path (nested code too).
+            _imp._fix_co_filename(cached, self._filename)  # type: ignore[attr-defined]  # not in typeshed's _imp
+            return cached
         code = compile(encoded, self._filename, "exec", dont_inherit=True)
         _write_entry(path, code)
         return code
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """A meta path finder (importlib.abc's MetaPathFinder) for this package's modules."""
+
     def __init__(self, directory: str) -> None:
         self._directory = directory
 
@@ -159,8 +169,8 @@ class _Finder(importlib.abc.MetaPathFinder):
             except zipimport.ZipImportError:
                 continue
             origin = os.path.join(entry, name + ".py")
-            return importlib.util.spec_from_file_location(fullname, origin, loader=_CachedLoader(
-                importer, origin, self._directory), submodule_search_locations=None)
+            return importlib.util.spec_from_file_location(fullname, origin, loader=t.cast("Loader", _CachedLoader(
+                importer, origin, self._directory)), submodule_search_locations=None)
         return None
 
 

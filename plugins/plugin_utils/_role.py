@@ -114,6 +114,18 @@ def _checked(name: str, value: t.Any, spec: t.Mapping[str, t.Any]) -> t.Any:
     return result.validated_parameters["value"]
 
 
+def _is_default(value: t.Any, default: t.Any) -> bool:
+    """Whether a variable holds its default itself: equal, and of the default's type (a list element by element).
+
+    Ansible hands variables from YAML over as subclasses of the plain types (they carry where they came from), so
+    the type is compared by isinstance; a bool is an int to Python, never to an option."""
+    if isinstance(default, list):
+        return isinstance(value, list) and len(value) == len(default) and all(map(_is_default, value, default))
+    if isinstance(value, bool) is not isinstance(default, bool):
+        return False
+    return isinstance(value, type(default)) and value == default
+
+
 def _unknown_names(variables: t.Mapping[str, t.Any]) -> list[str]:
     known = set(options()) | set(RENAMED) | set(ADDED_TO) | set(OTHER_NAMES)
     warnings = []
@@ -135,7 +147,7 @@ def _values(variables: t.Mapping[str, t.Any], template: t.Callable[[t.Any], t.An
         raw = variables.get(variable, default)
         # The role's own default, as defaults/main.yml holds it: the table's value, valid by construction (a test
         # checks every default against its spec). Only what someone set is templated and checked.
-        values[name] = default if type(raw) is type(default) and raw == default else _checked(variable, template(raw), spec)
+        values[name] = default if _is_default(raw, default) else _checked(variable, template(raw), spec)
     for old, new in RENAMED.items():
         if PREFIX + old in variables:
             warnings.append(f"{PREFIX}{old} is now {PREFIX}{new}: its value is used for this release, rename it")

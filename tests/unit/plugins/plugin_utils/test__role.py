@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from ansible.parsing.yaml.loader import AnsibleLoader
 
 from ansible_collections.gpuops.hygiene.plugins.plugin_utils import _role
 
@@ -58,6 +59,27 @@ def test_a_value_set_to_the_default_in_another_type_is_still_checked_and_convert
     found = settings(gpu_reset_wait_for=60, gpu_reset_expected_gpu_count="8", gpu_reset_remove_stale_shm="yes")
     assert found.module_args["wait_for"] == 60.0 and isinstance(found.module_args["wait_for"], float)
     assert found.module_args["expected_gpu_count"] == 8 and found.module_args["remove_stale_shm"] is True
+
+
+def test_the_defaults_as_ansible_hands_them_over_are_taken_without_a_check(monkeypatch):
+    """Ansible's YAML loader gives subclasses of str, int, float and list (tagged with their origin): still the
+    defaults, so none is validated again per host."""
+    with open(_role.SPEC_PATH.replace("meta/argument_specs.yml", "defaults/main.yml"), encoding="utf-8") as handle:
+        tagged = yaml.load(handle, Loader=AnsibleLoader)  # noqa: S506 - Ansible's own safe loader
+    assert type(tagged["gpu_reset_backend"]) is not str and type(tagged["gpu_reset_ports"]) is not list
+    expected = settings().module_args
+
+    def checked(name, *_args):
+        raise AssertionError(f"{name} was checked")
+    monkeypatch.setattr(_role, "_checked", checked)
+    assert _role.settings("gpu-1", tagged, lambda value: value).module_args == expected
+
+
+@pytest.mark.parametrize(("value", "default"), [
+    (True, 1), (1, True), (0, False), (60, 60.0), ([True], [1]), ([1, 2], [1]), ("8", 8), (None, ""), ([], None),
+])
+def test_a_value_equal_to_the_default_in_another_type_is_not_the_default(value, default):
+    assert not _role._is_default(value, default)  # pylint: disable=protected-access
 
 
 def test_values_are_converted_as_the_module_would():
