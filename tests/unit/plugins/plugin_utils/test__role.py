@@ -66,7 +66,7 @@ def test_the_defaults_as_ansible_hands_them_over_are_taken_without_a_check(monke
     defaults, so none is validated again per host."""
     with open(_role.SPEC_PATH.replace("meta/argument_specs.yml", "defaults/main.yml"), encoding="utf-8") as handle:
         tagged = yaml.load(handle, Loader=AnsibleLoader)  # noqa: S506 - Ansible's own safe loader
-    assert type(tagged["gpu_reset_backend"]) is not str and type(tagged["gpu_reset_ports"]) is not list
+    assert tagged["gpu_reset_backend"].__class__ is not str and tagged["gpu_reset_ports"].__class__ is not list
     expected = settings().module_args
 
     def checked(name, *_args):
