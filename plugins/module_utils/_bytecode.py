@@ -125,12 +125,10 @@ class _CachedLoader:
         return None  # the default module
 
     def exec_module(self, module: types.ModuleType) -> None:
-        code = self.get_code(module.__name__)
-        if code is None:
-            raise ImportError(f"no code for {module.__name__}", name=module.__name__)
-        exec(code, module.__dict__)  # pylint: disable=exec-used  # what importlib does with a module's code
+        exec(self.get_code(module.__name__), module.__dict__)  # pylint: disable=exec-used  # as importlib does
 
-    def get_code(self, fullname: str) -> types.CodeType | None:
+    def get_code(self, fullname: str) -> types.CodeType:
+        """The module's code: the zip's own where it has no source (it raises rather than give none)."""
         source = self.get_source(fullname)
         if source is None:
             return self._zip_loader.get_code(fullname)
