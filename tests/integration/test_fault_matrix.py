@@ -19,8 +19,8 @@ from xml.etree import ElementTree
 import pytest
 
 from gpusim import fleet
-from gpusim.testing import (COLLECTIONS, REPO, FrozenWorker, alive, process_with_pid, processes, role_step,
-                            run_playbook, syslog, wait_for_gpu_holders, wait_until)
+from gpusim.testing import (COLLECTIONS, REPO, FrozenWorker, alive, hold_the_gpu_read, process_with_pid, processes,
+                            role_step, run_playbook, syslog, wait_for_gpu_holders, wait_until)
 
 RESET = os.path.join(REPO, "playbooks", "reset_gpus.yml")
 STATUS = os.path.join(REPO, "playbooks", "gpu_status.yml")
@@ -232,13 +232,13 @@ def test_f07_respawn_loop_is_not_clean_and_stop_units_ends_it(sim, mode):
 
 # Runs inside the host. H (this script) forks G, a GPU holder leading its own session; G forks T, a member of G's
 # tree that holds nothing. When the module's own nvidia-smi call runs (it does so after its /proc snapshot and
-# before it pins any target; the fault hang_s keeps it running for a while), H kills T, waits until G has reaped
-# it, and starts an innocent `sleep` under T's PID (clone3 with set_tid).
+# before it pins any target; hold_the_gpu_read holds it there), H kills T, waits until G has reaped it, starts an
+# innocent `sleep` under T's PID (clone3 with set_tid), and releases the module's call.
 PID_REUSE_HELPER = r'''
 import json, os, signal, sys, time
 from gpusim.chosen_pid import spawn_with_pid
 from gpusim.engines import hold_gpu
-from gpusim.testing import module_reads_the_gpus, save_json
+from gpusim.testing import release_the_gpu_read, save_json, wait_for_the_held_read
 
 out, mode = sys.argv[1], sys.argv[2]
 
@@ -264,13 +264,13 @@ target = int(os.read(read_end, 64))
 save({"holder": holder, "target": target})
 
 
-while not module_reads_the_gpus():
-    time.sleep(0.002)
+wait_for_the_held_read()
 os.kill(target, signal.SIGKILL)
 while os.path.exists(f"/proc/{target}"):
     time.sleep(0.001)
 innocent = spawn_with_pid(target, ["sleep", "3600"], new_group=mode == "group_leader")
 save({"holder": holder, "target": target, "innocent": innocent})
+release_the_gpu_read()
 while True:
     try:
         os.waitpid(-1, 0)
@@ -283,7 +283,7 @@ while True:
 def test_f08_pid_reused_between_snapshot_and_signal_spares_the_innocent(sim, playbook, innocent_kind):
     host = sim.host()
     put_file(host, "/tmp/pid_reuse.py", PID_REUSE_HELPER)
-    fleet.set_faults(host, hang_s=0.5)  # the module's nvidia-smi call lasts long enough for the swap
+    hold_the_gpu_read(host)  # the module's nvidia-smi call waits until the swap is done
     fleet.start_detached(host, ["python3", "/tmp/pid_reuse.py", "/tmp/pid_reuse.json", innocent_kind])
     wait_for_gpu_holders(host, 1)
     wait_until(lambda: fleet.run(host, ["cat", "/tmp/pid_reuse.json"], check=False).stdout, message="helper ready")

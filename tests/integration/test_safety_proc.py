@@ -12,8 +12,8 @@ import re
 import pytest
 
 from gpusim import fleet
-from gpusim.testing import (alive, processes, put_file, read_host_json, run_playbook, syslog, wait_for_gpu_holders,
-                            wait_until)
+from gpusim.testing import (alive, hold_the_gpu_read, processes, put_file, read_host_json, run_playbook, syslog,
+                            wait_for_gpu_holders, wait_until)
 
 SENT = re.compile(r"sent (SIG[A-Z0-9]+) to pid (\d+) ")
 
@@ -245,11 +245,11 @@ def test_p06_child_of_a_process_that_reused_an_exited_leaders_pid_is_not_a_membe
 
 
 # T, a member of G's tree (G holds a GPU), runs another program once the module has taken its /proc snapshot
-# (its nvidia-smi call runs then; the fault hang_s keeps it running for a while).
+# (its nvidia-smi call runs then; hold_the_gpu_read holds it there until T has run the other program).
 EXECS_AFTER_SELECTION = r'''
 import os, sys, time
 from gpusim.engines import hold_gpu
-from gpusim.testing import module_reads_the_gpus, save_json
+from gpusim.testing import release_the_gpu_read, save_json, wait_for_the_held_read
 out = sys.argv[1]
 read_end, write_end = os.pipe()
 holder = os.fork()
@@ -265,11 +265,15 @@ if holder == 0:
 
 
 save_json(out, {"holder": holder})
-while not module_reads_the_gpus():
-    time.sleep(0.002)
+wait_for_the_held_read()
 os.write(write_end, b"x")
+with open(f"/proc/{holder}/task/{holder}/children", encoding="ascii") as handle:
+    target = int(handle.read().split()[0])
+while open(f"/proc/{target}/cmdline", "rb").read().split(b"\0")[0] != b"sleep":
+    time.sleep(0.001)
 with open(out + ".exec", "w", encoding="utf-8") as handle:
     handle.write("done")
+release_the_gpu_read()
 while True:
     time.sleep(3600)
 '''
@@ -278,7 +282,7 @@ while True:
 def test_p07_target_that_runs_another_program_after_selection_is_skipped_and_reported(sim, playbook):
     host = sim.host(gpus=1)
     put_file(host, "/tmp/execs.py", EXECS_AFTER_SELECTION)
-    fleet.set_faults(host, hang_s=0.5)
+    hold_the_gpu_read(host)
     fleet.start_detached(host, ["python3", "/tmp/execs.py", "/tmp/execs.json"])
     wait_for_gpu_holders(host, 1)
     holder = wait_until(lambda: read_host_json(host, "/tmp/execs.json"), message="helper ready")["holder"]

@@ -33,6 +33,20 @@ EXIT_DRIVER_NOT_LOADED = 9
 EXIT_GPU_LOST = 15
 EXIT_VERSION_MISMATCH = 18
 EXIT_OTHER = 255
+# The longest a held --query-compute-apps call waits for its release (hold_until_released): a bound, never a hang.
+HOLD_LIMIT_S = 4.0
+
+
+def hold_until_released(marker: str) -> None:
+    """The fault hold_process_query: announce that the call runs (MARKER.held), then wait until a helper inside the
+    host releases it (MARKER.released) or HOLD_LIMIT_S passes. A helper acting in the window between a module's
+    /proc snapshot and its signals gets the window for as long as it needs (up to the bound), however busy the
+    machine: a fixed hang_s is a race the helper can lose under load."""
+    with open(marker + ".held", "w", encoding="utf-8"):
+        pass
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while not os.path.exists(marker + ".released") and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 class Usage(Exception):
@@ -282,6 +296,9 @@ def main(argv: list[str]) -> int:
     hang = float(world.fault("hang_s", 0) or 0)
     if hang:
         time.sleep(hang)
+    marker = world.fault("hold_process_query")
+    if marker and options["mode"] == "query-apps":
+        hold_until_released(marker)
     if world.fault("driver_not_loaded"):
         sys.stdout.write(DRIVER_NOT_LOADED)
         return EXIT_DRIVER_NOT_LOADED

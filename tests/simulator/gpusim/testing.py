@@ -243,17 +243,29 @@ def save_json(path: str, data: object) -> None:
     os.rename(path + ".tmp", path)
 
 
-def module_reads_the_gpus() -> bool:
-    """Inside a host: whether a module's nvidia-smi query of the GPU processes runs now (helpers that act in the
-    window between the module's /proc snapshot and its signals wait for it)."""
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if b"--query-compute-apps" in handle.read():
-                    return True
-        except OSError:
-            pass
-    return False
+HELD_READ = "/tmp/gpusim-held-read"  # inside a host (see gpusim.nvsmi.hold_until_released)
+
+
+def hold_the_gpu_read(host: str) -> None:
+    """Hold a module's nvidia-smi query of the GPU processes on this host until a helper inside the host releases
+    it (release_the_gpu_read), at most gpusim.nvsmi.HOLD_LIMIT_S: the module reads them after its /proc snapshot
+    and before it pins any target, so the helper acts in that window whatever the machine's load."""
+    fleet.set_faults(host, hold_process_query=HELD_READ)
+
+
+def wait_for_the_held_read(timeout: float = 120.0) -> None:
+    """Inside a host: return once a module's nvidia-smi query of the GPU processes is held."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(HELD_READ + ".held"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no nvidia-smi query of the GPU processes ran within {timeout:g} s")
+        time.sleep(0.002)
+
+
+def release_the_gpu_read() -> None:
+    """Inside a host: let the waiting nvidia-smi go on."""
+    with open(HELD_READ + ".released", "w", encoding="utf-8"):
+        pass
 
 
 def put_file(host: str, path: str, text: str, container: str | None = None) -> None:

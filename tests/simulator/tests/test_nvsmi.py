@@ -9,12 +9,14 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from gpusim import paths
+from gpusim import nvsmi, paths
 from gpusim.profiles import PROFILES, gpu_identities
+from gpusim.testing import wait_until
 
 SIMULATOR = os.path.dirname(paths.PACKAGE_DIR)
 # The simulator runs inside hosts with the system interpreter; test it with that one.
@@ -439,6 +441,35 @@ def test_short_hang_then_answers(smi):
     lines = ok(smi(eight_gpu_world(faults={"hang_s": 0.6}), "--query-gpu=index", "--format=csv,noheader"))
     assert time.monotonic() - started >= 0.6
     assert lines == [str(index) for index in range(8)]
+
+
+def test_held_process_query_waits_for_its_release(smi, tmp_path):
+    marker = str(tmp_path / "held")
+    released_at = []
+
+    def release_once_held():
+        wait_until(lambda: os.path.exists(marker + ".held"), timeout=20, message="the held query")
+        time.sleep(0.5)
+        released_at.append(time.monotonic())
+        open(marker + ".released", "w", encoding="utf-8").close()
+    helper = threading.Thread(target=release_once_held)
+    helper.start()
+    result = smi(eight_gpu_world(faults={"hold_process_query": marker}), "--query-compute-apps=pid",
+                 "--format=csv,noheader")
+    helper.join()
+    answered_at = time.monotonic()
+    assert ok(result) == [] and released_at and answered_at >= released_at[0]
+
+
+def test_hold_spares_the_gpu_query_and_ends_at_its_bound(smi, tmp_path):
+    marker = str(tmp_path / "held")
+    world = eight_gpu_world(faults={"hold_process_query": marker})
+    assert len(ok(smi(world, "--query-gpu=index", "--format=csv,noheader"))) == 8
+    assert not os.path.exists(marker + ".held")
+    started = time.monotonic()
+    assert ok(smi(world, "--query-compute-apps=pid", "--format=csv,noheader")) == []
+    assert nvsmi.HOLD_LIMIT_S <= time.monotonic() - started < nvsmi.HOLD_LIMIT_S + 10
+    assert os.path.exists(marker + ".held")
 
 
 def test_persistence_mode_follows_the_world(smi):
