@@ -93,7 +93,9 @@ def ssh_plan(extras: bool, mitogen: bool) -> list[tuple[str, Transport]]:
 
 
 def fits(size: int, per_host_mib: float | None) -> tuple[bool, str]:
-    """A fleet size is run only if the memory it needs (measured per host at a smaller size) fits twice over."""
+    """A fleet size is run only if the memory it needs (measured per host at the largest smaller size) fits twice
+    over. The per-host figure of a smaller fleet carries the run's fixed memory in larger shares, so multiplied by
+    a larger size it bounds that size's need from above."""
     available = benchlib.mem_available_mib()
     # Before any measurement: a host with its server (about 100 MiB PSS) and its fork and module run (about 35 MiB at
     # the peak), as measured at 8 hosts on the machine this was written on.
@@ -129,7 +131,7 @@ def _main(argv: list[str]) -> int:
     args = parse_args(argv)
     if os.geteuid() != 0:
         print("the simulator needs root", file=sys.stderr)
-        return 2
+    sizes = [1] if args.smoke else sorted({int(value) for value in args.hosts.split(",") if value.strip()})
     benchlib.QUIET.update(threshold=args.quiet_threshold, max_wait_s=0.0 if args.smoke else args.quiet_wait)
     sizes = [1] if args.smoke else [int(value) for value in args.hosts.split(",") if value.strip()]
     reps = 1 if args.smoke else args.reps
@@ -172,7 +174,7 @@ def _main(argv: list[str]) -> int:
         fleet_result = benchlib.measure(size, args.big_reps if size >= BIG else reps, plan,
                                         calibration_reps=(3 if args.smoke else 20) if first else 0,
                                         with_anatomy=first and not args.smoke)
-        per_host = max(per_host or 0.0, _mib_per_host(fleet_result))
+        per_host = _mib_per_host(fleet_result)  # sizes ascend: the largest fleet so far estimates best
         results["fleets"].append(fleet_result)
         save()
     if args.smoke:
