@@ -131,9 +131,9 @@ def _main(argv: list[str]) -> int:
     args = parse_args(argv)
     if os.geteuid() != 0:
         print("the simulator needs root", file=sys.stderr)
-    sizes = [1] if args.smoke else sorted({int(value) for value in args.hosts.split(",") if value.strip()})
+        return 2
     benchlib.QUIET.update(threshold=args.quiet_threshold, max_wait_s=0.0 if args.smoke else args.quiet_wait)
-    sizes = [1] if args.smoke else [int(value) for value in args.hosts.split(",") if value.strip()]
+    sizes = [1] if args.smoke else sorted({int(value) for value in args.hosts.split(",") if value.strip()})
     reps = 1 if args.smoke else args.reps
     extras = not args.no_extras and not args.smoke and not args.cost
     mitogen = extras and not args.no_mitogen

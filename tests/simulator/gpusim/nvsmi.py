@@ -35,6 +35,8 @@ EXIT_VERSION_MISMATCH = 18
 EXIT_OTHER = 255
 # The longest a held --query-compute-apps call waits for its release (hold_until_released): a bound, never a hang.
 HOLD_LIMIT_S = 4.0
+# The files next to the fault's path that say the call is held, and that a helper has released it.
+HELD, RELEASED = ".held", ".released"
 
 
 def hold_until_released(marker: str) -> None:
@@ -42,10 +44,10 @@ def hold_until_released(marker: str) -> None:
     host releases it (MARKER.released) or HOLD_LIMIT_S passes. A helper acting in the window between a module's
     /proc snapshot and its signals gets the window for as long as it needs (up to the bound), however busy the
     machine: a fixed hang_s is a race the helper can lose under load."""
-    with open(marker + ".held", "w", encoding="utf-8"):
+    with open(marker + HELD, "w", encoding="utf-8"):
         pass
     deadline = time.monotonic() + HOLD_LIMIT_S
-    while not os.path.exists(marker + ".released") and time.monotonic() < deadline:
+    while not os.path.exists(marker + RELEASED) and time.monotonic() < deadline:
         time.sleep(0.005)
 
 

@@ -11,7 +11,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from gpusim import fleet, inventory, lxc, paths
+from gpusim import fleet, inventory, lxc, nvsmi, paths
 
 TESTS = os.path.dirname(os.path.dirname(paths.PACKAGE_DIR))
 REPO = os.path.dirname(TESTS)
@@ -255,16 +255,13 @@ def hold_the_gpu_read(host: str) -> None:
 
 def wait_for_the_held_read(timeout: float = 120.0) -> None:
     """Inside a host: return once a module's nvidia-smi query of the GPU processes is held."""
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(HELD_READ + ".held"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no nvidia-smi query of the GPU processes ran within {timeout:g} s")
-        time.sleep(0.002)
+    wait_until(lambda: os.path.exists(HELD_READ + nvsmi.HELD), timeout, interval=0.002,
+               message="a module's nvidia-smi query of the GPU processes")
 
 
 def release_the_gpu_read() -> None:
     """Inside a host: let the waiting nvidia-smi go on."""
-    with open(HELD_READ + ".released", "w", encoding="utf-8"):
+    with open(HELD_READ + nvsmi.RELEASED, "w", encoding="utf-8"):
         pass
 
 

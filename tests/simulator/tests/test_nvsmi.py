@@ -448,16 +448,16 @@ def test_held_process_query_waits_for_its_release(smi, tmp_path):
     released_at = []
 
     def release_once_held():
-        wait_until(lambda: os.path.exists(marker + ".held"), timeout=20, message="the held query")
+        wait_until(lambda: os.path.exists(marker + nvsmi.HELD), timeout=20, message="the held query")
         time.sleep(0.5)
         released_at.append(time.monotonic())
-        open(marker + ".released", "w", encoding="utf-8").close()
+        open(marker + nvsmi.RELEASED, "w", encoding="utf-8").close()
     helper = threading.Thread(target=release_once_held)
     helper.start()
     result = smi(eight_gpu_world(faults={"hold_process_query": marker}), "--query-compute-apps=pid",
                  "--format=csv,noheader")
+    answered_at = time.monotonic()  # before the join: an answer that did not wait comes before the release
     helper.join()
-    answered_at = time.monotonic()
     assert ok(result) == [] and released_at and answered_at >= released_at[0]
 
 
@@ -465,11 +465,11 @@ def test_hold_spares_the_gpu_query_and_ends_at_its_bound(smi, tmp_path):
     marker = str(tmp_path / "held")
     world = eight_gpu_world(faults={"hold_process_query": marker})
     assert len(ok(smi(world, "--query-gpu=index", "--format=csv,noheader"))) == 8
-    assert not os.path.exists(marker + ".held")
+    assert not os.path.exists(marker + nvsmi.HELD)
     started = time.monotonic()
     assert ok(smi(world, "--query-compute-apps=pid", "--format=csv,noheader")) == []
     assert nvsmi.HOLD_LIMIT_S <= time.monotonic() - started < nvsmi.HOLD_LIMIT_S + 10
-    assert os.path.exists(marker + ".held")
+    assert os.path.exists(marker + nvsmi.HELD)
 
 
 def test_persistence_mode_follows_the_world(smi):
