@@ -11,7 +11,10 @@ imports of this package that come from such a zip use code compiled once and
 kept in a directory only root can write: /run/gpuops-hygiene/bytecode (tmpfs,
 emptied at boot). An entry is named by a digest of the interpreter's bytecode
 magic, the module's name and its exact source, so a changed source or another
-Python never finds an old one. Anything unusual (not root, a directory or file
+Python never finds an old one. The directory keeps at most MAX_ENTRIES entries:
+a run that adds one removes the oldest beyond that (what earlier versions of the
+collection or other Pythons left), so upgrades without a reboot never fill the
+tmpfs. Anything unusual (not root, a directory or file
 that root does not own alone, a link, a damaged entry, a full disk) means the
 source is compiled as Python would have done: the cache can only save time.
 """
@@ -37,6 +40,9 @@ PACKAGE = __name__.rpartition(".")[0]
 CACHE_DIR = "/run/gpuops-hygiene/bytecode"
 # Larger than any compiled module of this package; an entry above it is not read.
 _MAX_ENTRY_BYTES = 4 * 1024 * 1024
+# About seven sets of this package's modules (one per collection version and Python), a few MB.
+MAX_ENTRIES = 256
+_ENTRY_SUFFIX = ".code"
 
 
 def _private_to_root(info: os.stat_result, kind: int) -> bool:
@@ -63,7 +69,7 @@ def _cache_dir() -> str | None:
 
 def _entry_name(fullname: str, source: bytes) -> str:
     digest = hashlib.sha256(importlib.util.MAGIC_NUMBER + fullname.encode() + b"\0" + source)
-    return digest.hexdigest() + ".code"
+    return digest.hexdigest() + _ENTRY_SUFFIX
 
 
 def _read_entry(path: str) -> types.CodeType | None:
@@ -106,6 +112,25 @@ def _write_entry(path: str, code: types.CodeType) -> None:
             pass
 
 
+def _prune(directory: str, keep: str) -> None:
+    """Remove the oldest entries beyond MAX_ENTRIES (by modification time), never `keep`, the one just written.
+
+    Only root writes the directory (see _cache_dir), so its names are this cache's; a name removed meanwhile by
+    another run is skipped, and a run reading an entry removed here compiles its source again."""
+    try:
+        with os.scandir(directory) as listing:
+            found = [(entry.stat(follow_symlinks=False).st_mtime_ns, entry.name) for entry in listing
+                     if entry.name.endswith(_ENTRY_SUFFIX) and entry.name != keep]
+    except OSError:
+        return
+    found.sort()
+    for _mtime, name in found[:max(len(found) + 1 - MAX_ENTRIES, 0)]:
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            pass
+
+
 class _CachedLoader:
     """Loads one module of this package from the zip's source through the cache (a loader as importlib.abc's
     InspectLoader describes it; that module is not imported, it costs a run more than it saves)."""
@@ -141,6 +166,7 @@ class _CachedLoader:
             return cached
         code = compile(encoded, self._filename, "exec", dont_inherit=True)
         _write_entry(path, code)
+        _prune(self._directory, os.path.basename(path))
         return code
 
 

@@ -1,6 +1,7 @@
 """The bytecode cache of module_utils imported from a zip (as AnsiballZ ships them): each module compiled once, then
 read back; what is imported behaves as compiled from this run's zip; an entry or a directory root does not own alone,
-a damaged entry, a changed source or a run that is not root's never gives other code than the source's.
+a damaged entry, a changed source or a run that is not root's never gives other code than the source's; a run that
+adds entries leaves at most MAX_ENTRIES, the oldest removed first.
 
 Each case imports, in a fresh interpreter, a zip laid out like a module's payload: the real _bytecode.py beside two
 small modules of the same package. builtins.compile is counted for the package's files in that interpreter.
@@ -199,6 +200,43 @@ def test_a_directory_root_does_not_own_alone_is_neither_read_nor_written(tmp_pat
     assert result["value"] == "second"
     assert "_Finder" not in result["finders"]
     assert sorted(os.listdir(cache)) == before
+
+
+def plant_old_entries(cache, count):
+    """`count` entries of earlier runs (other versions, other Pythons), the first one the oldest."""
+    names = [f"{index:064x}.code" for index in range(count)]
+    for age, name in enumerate(reversed(names), start=1):
+        path = cache / name
+        path.write_bytes(marshal.dumps(compile("VALUE = 'old'\n", "old", "exec")))
+        os.chmod(path, 0o600)
+        os.utime(path, ns=(0, (86400 * 30 - age) * 10**9))
+    return names
+
+
+@needs_root
+def test_a_run_that_adds_entries_removes_the_oldest_beyond_the_limit(tmp_path, cache):
+    run_import(make_zip(tmp_path / "one.zip"), cache)
+    ours = entries(cache)
+    old = plant_old_entries(cache, _bytecode.MAX_ENTRIES)
+    (cache / "not-an-entry").write_text("kept")
+    result = run_import(make_zip(tmp_path / "two.zip", value="second"), cache)
+    assert result["value"] == "second"
+    assert result["compiled"] == ["_probe_dep.py"]
+    left = entries(cache)
+    assert len(left) == _bytecode.MAX_ENTRIES
+    # The first run's entries are newer than every planted one: the 3 oldest planted ones went, nothing else.
+    assert set(old) - set(left) == set(old[:3])
+    assert set(ours) <= set(left)
+    assert (cache / "not-an-entry").read_text() == "kept"
+
+
+@needs_root
+def test_a_run_that_only_reads_removes_nothing(tmp_path, cache):
+    run_import(make_zip(tmp_path / "one.zip"), cache)
+    plant_old_entries(cache, _bytecode.MAX_ENTRIES + 10)
+    before = entries(cache)
+    assert run_import(make_zip(tmp_path / "two.zip"), cache)["compiled"] == []
+    assert entries(cache) == before
 
 
 @needs_root
