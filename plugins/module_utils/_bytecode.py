@@ -115,8 +115,9 @@ def _write_entry(path: str, code: types.CodeType) -> None:
 def _prune(directory: str, keep: str) -> None:
     """Remove the oldest entries beyond MAX_ENTRIES (by modification time), never `keep`, the one just written.
 
-    Only root writes the directory (see _cache_dir), so its names are this cache's; a name removed meanwhile by
-    another run is skipped, and a run reading an entry removed here compiles its source again."""
+    Only root writes the directory (see _cache_dir), so its names are this cache's. An entry another run removes
+    meanwhile is skipped, or ends the listing early (the next write prunes again); a run reading an entry removed
+    here compiles its source again."""
     try:
         with os.scandir(directory) as listing:
             found = [(entry.stat(follow_symlinks=False).st_mtime_ns, entry.name) for entry in listing
